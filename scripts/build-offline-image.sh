@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the runtime image `code-sandbox-mcp-runtime:local` (python3 + node) without
+# any container registry: a Debian minbase root filesystem from debootstrap, imported
+# with `docker import`. Idempotent: an existing image is kept unless --force is given.
+#
+#   scripts/build-offline-image.sh [--force] [TAG]
+set -euo pipefail
+
+force=0
+if [ "${1:-}" = "--force" ]; then force=1; shift; fi
+tag="${1:-code-sandbox-mcp-runtime:local}"
+
+if [ "$force" = 0 ] && docker image inspect "$tag" >/dev/null 2>&1; then
+  echo "build-offline-image: $tag already exists" >&2
+  exit 0
+fi
+
+if ! command -v debootstrap >/dev/null 2>&1; then
+  echo "build-offline-image: installing debootstrap" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >&2
+  apt-get install -y -q debootstrap >&2
+fi
+
+rootfs=$(mktemp -d /tmp/code-sandbox-rootfs.XXXXXX)
+trap 'rm -rf "$rootfs"' EXIT
+
+echo "build-offline-image: debootstrap bookworm into $rootfs (about a minute)" >&2
+debootstrap --variant=minbase --include=python3,nodejs bookworm "$rootfs" >&2
+
+# The sandbox runs as an unprivileged user; /sandbox is its workdir (a tmpfs at run time).
+mkdir -p "$rootfs/sandbox"
+chmod 1777 "$rootfs/sandbox"
+rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+
+tar -C "$rootfs" -c . | docker import \
+  --change 'WORKDIR /sandbox' \
+  --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  --change 'CMD ["/bin/sh"]' \
+  - "$tag" >&2
+echo "build-offline-image: built $tag" >&2
+docker image inspect --format '{{.Id}} {{.Size}}' "$tag"

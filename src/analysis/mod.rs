@@ -1,0 +1,136 @@
+//! Language frontends: source text in, language-neutral [`Fact`]s out.
+//!
+//! A frontend never decides whether code is allowed. It only says, as precisely as it
+//! can, what the code *touches*: which modules it imports, which qualified names it uses
+//! (after resolving aliases, rebinding and shadowing), where it reaches for names that
+//! cannot be known statically, which absolute paths it hands to filesystem calls, and
+//! whether it could be parsed at all. The policy engine turns facts into findings.
+
+pub mod javascript;
+mod lines;
+pub mod python;
+
+pub use lines::LineIndex;
+
+use serde::Serialize;
+
+/// The languages a snippet can be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    Python,
+    #[serde(alias = "js", alias = "node")]
+    JavaScript,
+}
+
+impl Language {
+    /// The language a file name implies, by its extension.
+    pub fn from_path(path: &std::path::Path) -> Option<Language> {
+        match path.extension()?.to_str()? {
+            "py" | "pyw" => Some(Language::Python),
+            "js" | "mjs" | "cjs" => Some(Language::JavaScript),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Python => "python",
+            Language::JavaScript => "javascript",
+        }
+    }
+}
+
+impl std::fmt::Display for Language {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Language {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "python" | "py" | "python3" => Ok(Language::Python),
+            "javascript" | "js" | "node" | "nodejs" => Ok(Language::JavaScript),
+            other => Err(format!("unknown language `{other}` (expected python or javascript)")),
+        }
+    }
+}
+
+/// Where a fact sits in the source: 1-based lines, 1-based columns counted in
+/// characters (not bytes), end exclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Span {
+    pub line: u32,
+    pub column: u32,
+    pub end_line: u32,
+    pub end_column: u32,
+}
+
+/// What a piece of code touches, in terms every policy rule can match.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "fact", rename_all = "snake_case")]
+pub enum FactKind {
+    /// A module is loaded: Python `import a.b` / `from a.b import c` (module `a.b`),
+    /// JavaScript `require('fs/promises')` / `import … from 'node:fs'` (module
+    /// `fs/promises`, `fs`: the `node:` prefix is dropped).
+    Import { module: String },
+    /// A use of a resolved, qualified name: a call *or* any other use (`x = os.system`,
+    /// `@exec`, `map(os.system, …)`). `name` is the fully resolved dotted name, such as
+    /// `os.system`, `subprocess.run`, `eval` (builtins and JS globals are bare).
+    ///
+    /// `module_value` is true when the name denotes a whole module object that escapes
+    /// to where its uses cannot be followed (`f(os)`, `return subprocess`): the engine
+    /// then treats it as a use of every member a rule names under that module.
+    Reference { name: String, module_value: bool },
+    /// Code reaching for something that cannot be known statically. `kind` is one of
+    /// the [`dynamic`] kinds; `detail` says what exactly (`getattr`, `sys.modules`, …).
+    DynamicAccess { kind: String, detail: String },
+    /// A literal path handed to a filesystem operation (`op` is the qualified callee,
+    /// such as `open`, `os.remove`, `fs.readFileSync`).
+    PathLiteral { op: String, path: String },
+    /// The code could not be parsed or decoded; nothing about it can be trusted.
+    Unparseable { reason: String },
+}
+
+/// One fact with its location.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Fact {
+    #[serde(flatten)]
+    pub kind: FactKind,
+    pub span: Span,
+}
+
+/// The vocabulary of [`FactKind::DynamicAccess`] kinds; policy rules list these under `dynamic:`.
+pub mod dynamic {
+    /// A module whose name is not a literal: `__import__(x)`, `importlib.import_module(x)`,
+    /// `require(x)`, `import(x)`.
+    pub const IMPORT: &str = "import";
+    /// An attribute of a module or namespace picked by a non-literal name:
+    /// `getattr(os, name)`, `setattr(os, …)`, `require('fs')[k]`, `globalThis[k]`.
+    pub const ATTRIBUTE: &str = "attribute";
+    /// The interpreter's name tables: `globals()`, `locals()`, `vars()`, `__dict__`,
+    /// `__builtins__`, `builtins`, `sys.modules`, `globalThis`/`global` used as a value.
+    pub const NAMESPACE: &str = "namespace";
+    /// Object-graph walks that reach code or frames: `__subclasses__`, `__bases__`,
+    /// `__mro__`, `__globals__`, `__code__`, `gi_frame`, `f_globals`, `tb_frame`,
+    /// `.constructor.constructor`, `__proto__`.
+    pub const INTROSPECTION: &str = "introspection";
+    /// A code string handed to something that runs it without being `eval` by name:
+    /// `setTimeout("code", …)`, `setInterval("…")`, `new Worker(src, {eval: true})`.
+    pub const STRING_CODE: &str = "string-code";
+
+    pub const ALL: &[&str] = &[IMPORT, ATTRIBUTE, NAMESPACE, INTROSPECTION, STRING_CODE];
+}
+
+/// Turns source text into facts for the given language.
+pub fn analyze(language: Language, source: &str) -> Vec<Fact> {
+    let mut facts = match language {
+        Language::Python => python::analyze(source),
+        Language::JavaScript => javascript::analyze(source),
+    };
+    facts.sort_by(|a, b| a.span.cmp(&b.span));
+    facts.dedup();
+    facts
+}

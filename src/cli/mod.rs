@@ -1,0 +1,69 @@
+//! The command line: `serve` (the default), `check`, `run`, `policy`.
+//!
+//! Exit codes are shared by every subcommand: 0 success, 1 the policy denied something
+//! (or, for `run --format text`, the snippet's own exit code), 2 a usage error, an
+//! unreadable input or a bad policy.
+
+mod check;
+mod policy_cmd;
+mod run;
+mod serve;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Exit code for usage errors, unreadable inputs and bad policies.
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(name = "code-sandbox-mcp", version, about = "Policy-checked, container-isolated code execution for AI agents (MCP over stdio)")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// The policy to use; shared by every subcommand.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PolicyArg {
+    /// Policy file, or a preset name (default, strict, permissive). Without it:
+    /// $CODE_SANDBOX_POLICY, then .code-sandbox.yaml in this directory or a parent,
+    /// then the `default` preset.
+    #[arg(long, value_name = "FILE|PRESET")]
+    pub policy: Option<String>,
+}
+
+impl PolicyArg {
+    /// Loads the policy, printing the error and returning the usage exit code on failure.
+    pub fn load(&self) -> Result<crate::policy::Policy, ExitCode> {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
+        crate::policy::Policy::discover(self.policy.as_deref(), &cwd).map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_USAGE)
+        })
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve MCP over stdio (what an agent starts; the default with no subcommand).
+    Serve(serve::ServeArgs),
+    /// Check files against the policy, like a linter; nothing is run.
+    Check(check::CheckArgs),
+    /// Check a file against the policy, then run it in a container.
+    Run(run::RunArgs),
+    /// Show, validate or create policy files.
+    #[command(subcommand)]
+    Policy(policy_cmd::PolicyCommand),
+}
+
+/// Parses the process arguments and runs the chosen subcommand.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        None => serve::main(serve::ServeArgs::default()),
+        Some(Command::Serve(args)) => serve::main(args),
+        Some(Command::Check(args)) => check::main(args),
+        Some(Command::Run(args)) => run::main(args),
+        Some(Command::Policy(command)) => policy_cmd::main(command),
+    }
+}

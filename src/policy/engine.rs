@@ -1,0 +1,227 @@
+//! The policy engine: facts from a frontend, matched against the rules of a policy,
+//! become findings with an action. This is the only place that decides; frontends
+//! only describe.
+
+use super::glob::Glob;
+use super::schema::{Action, Matcher, Policy, Rule};
+use crate::analysis::{self, Fact, FactKind, Language, Span};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// One rule matched at one place in the code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct Finding {
+    /// The id of the rule that matched, e.g. `process-exec`.
+    pub rule: String,
+    pub category: String,
+    pub action: Action,
+    /// The rule's message followed by what exactly matched.
+    pub message: String,
+    pub line: u32,
+    pub column: u32,
+    pub end_line: u32,
+    pub end_column: u32,
+}
+
+/// Why a snippet was refused before any analysis.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    #[error("code is {size} bytes, over the policy's limit of {limit} bytes (limits.code)")]
+    TooLarge { size: usize, limit: u64 },
+    #[error("code is not valid UTF-8 (invalid byte at offset {offset})")]
+    NotUtf8 { offset: usize },
+}
+
+/// The verdict on one snippet.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// Every finding whose action is not `off`, in source order.
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    /// True when any finding denies: the code must not run.
+    pub fn denied(&self) -> bool {
+        self.findings.iter().any(|f| f.action == Action::Deny)
+    }
+}
+
+/// A policy compiled for matching. Cheap to clone and share between tasks.
+#[derive(Debug, Clone)]
+pub struct PolicyEngine {
+    policy: Arc<Policy>,
+    rules: Arc<Vec<CompiledRule>>,
+}
+
+#[derive(Debug)]
+struct CompiledRule {
+    index: usize,
+    python: CompiledMatcher,
+    javascript: CompiledMatcher,
+}
+
+#[derive(Debug, Default)]
+struct CompiledMatcher {
+    modules: Vec<Glob>,
+    references: Vec<Glob>,
+    dynamic: Vec<String>,
+    paths_outside: Option<Vec<String>>,
+    unparseable: bool,
+}
+
+impl CompiledMatcher {
+    /// One language's matcher: its own entries plus the rule's `any_language` ones.
+    fn new(any_language: &Matcher, own: &Matcher) -> Self {
+        let both = [any_language, own];
+        let paths_outside = both.iter().filter_map(|m| m.paths_outside.clone()).reduce(|mut a, b| {
+            a.extend(b);
+            a
+        });
+        CompiledMatcher {
+            modules: both.iter().flat_map(|m| &m.modules).map(|p| Glob::new(p)).collect(),
+            references: both.iter().flat_map(|m| &m.references).map(|p| Glob::new(p)).collect(),
+            dynamic: both.iter().flat_map(|m| &m.dynamic).map(|k| k.0.clone()).collect(),
+            paths_outside,
+            unparseable: both.iter().any(|m| m.unparseable),
+        }
+    }
+
+    /// What in the fact made it match, for the finding's message; `None` if it does not.
+    fn matches(&self, fact: &FactKind) -> Option<String> {
+        match fact {
+            FactKind::Import { module } => self
+                .modules
+                .iter()
+                .any(|g| g.matches_module(module))
+                .then(|| format!("import of `{module}`")),
+            FactKind::Reference { name, module_value } => {
+                if self.references.iter().any(|g| g.matches(name)) {
+                    Some(format!("`{name}`"))
+                } else if *module_value && self.references.iter().any(|g| g.could_match_member_of(name)) {
+                    Some(format!("module `{name}` is passed where its uses cannot be followed"))
+                } else {
+                    None
+                }
+            }
+            FactKind::DynamicAccess { kind, detail } => {
+                self.dynamic.iter().any(|k| k == kind).then(|| format!("{kind}: {detail}"))
+            }
+            FactKind::PathLiteral { op, path } => {
+                let allowed = self.paths_outside.as_ref()?;
+                (path_is_absolute(path) && !allowed.iter().any(|dir| path_is_under(path, dir)))
+                    .then(|| format!("`{op}` on `{path}`"))
+            }
+            FactKind::Unparseable { reason } => self.unparseable.then(|| reason.clone()),
+        }
+    }
+}
+
+fn path_is_absolute(path: &str) -> bool {
+    path.starts_with('/') || path.starts_with('~') || path.starts_with('\\') || path.get(1..3) == Some(":\\")
+}
+
+/// True when `path` is `dir` or inside it, after folding `.`/`..` so that
+/// `/tmp/../etc/passwd` is not mistaken for a path under `/tmp`.
+fn path_is_under(path: &str, dir: &str) -> bool {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    let dir_parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
+    path.starts_with('/') && parts.len() >= dir_parts.len() && parts[..dir_parts.len()] == dir_parts[..]
+}
+
+impl PolicyEngine {
+    pub fn new(policy: Policy) -> Self {
+        let rules = policy
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(_, rule)| rule.action != Action::Off)
+            .map(|(index, rule)| CompiledRule {
+                index,
+                python: CompiledMatcher::new(&rule.any_language, &rule.python),
+                javascript: CompiledMatcher::new(&rule.any_language, &rule.javascript),
+            })
+            .collect();
+        PolicyEngine { policy: Arc::new(policy), rules: Arc::new(rules) }
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Checks raw bytes: the size limit first (before any parsing), then UTF-8.
+    pub fn check_bytes(&self, language: Language, code: &[u8]) -> Result<Report, InputError> {
+        self.check_size(code.len())?;
+        let source = std::str::from_utf8(code).map_err(|e| InputError::NotUtf8 { offset: e.valid_up_to() })?;
+        Ok(self.check_facts(&analysis::analyze(language, source), language))
+    }
+
+    /// Checks source text: the size limit, then the rules.
+    pub fn check(&self, language: Language, source: &str) -> Result<Report, InputError> {
+        self.check_size(source.len())?;
+        Ok(self.check_facts(&analysis::analyze(language, source), language))
+    }
+
+    fn check_size(&self, size: usize) -> Result<(), InputError> {
+        let limit = self.policy.limits.code.bytes();
+        if size as u64 > limit {
+            return Err(InputError::TooLarge { size, limit });
+        }
+        Ok(())
+    }
+
+    /// Matches already-extracted facts; one finding per rule and fact.
+    pub fn check_facts(&self, facts: &[Fact], language: Language) -> Report {
+        let mut findings = Vec::new();
+        for fact in facts {
+            for compiled in self.rules.iter() {
+                let matcher = match language {
+                    Language::Python => &compiled.python,
+                    Language::JavaScript => &compiled.javascript,
+                };
+                if let Some(what) = matcher.matches(&fact.kind) {
+                    findings.push(finding(&self.policy.rules[compiled.index], fact.span, &what));
+                }
+            }
+        }
+        findings.sort_by(|a, b| (a.line, a.column, &a.rule).cmp(&(b.line, b.column, &b.rule)));
+        findings.dedup();
+        Report { findings }
+    }
+}
+
+fn finding(rule: &Rule, span: Span, what: &str) -> Finding {
+    Finding {
+        rule: rule.id.clone(),
+        category: rule.category.clone(),
+        action: rule.action,
+        message: format!("{} ({what})", rule.message),
+        line: span.line,
+        column: span.column,
+        end_line: span.end_line,
+        end_column: span.end_column,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_folded_before_comparison() {
+        assert!(path_is_under("/tmp/x", "/tmp"));
+        assert!(path_is_under("/tmp", "/tmp"));
+        assert!(path_is_under("/sandbox/a/../b", "/sandbox"));
+        assert!(!path_is_under("/tmp/../etc/passwd", "/tmp"));
+        assert!(!path_is_under("/tmpfoo", "/tmp"));
+        assert!(!path_is_under("/etc/passwd", "/tmp"));
+    }
+}

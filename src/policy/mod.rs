@@ -1,0 +1,15 @@
+//! Policies: the YAML schema, where a project's policy is found, how `extends` chains
+//! merge, and the engine that turns facts into findings.
+
+mod engine;
+mod glob;
+mod load;
+mod schema;
+mod units;
+
+pub use engine::{Finding, InputError, PolicyEngine, Report};
+pub use load::{PolicyError, PolicySource, PRESETS, PROJECT_FILE, STARTER_POLICY};
+pub use schema::{
+    Action, EngineKind, EnvPolicy, Images, Limits, Matcher, NetworkMode, Policy, PoolSettings, Rule,
+};
+pub use units::{ByteSize, HumanDuration};
