@@ -7,3 +7,4 @@
 pub mod analysis;
 pub mod cli;
 pub mod policy;
+pub mod sandbox;

@@ -1,0 +1,63 @@
+//! Shared by the integration tests that need a real container engine.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The repository root.
+pub fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The policy file that points both languages at the offline test image.
+pub fn local_image_policy() -> PathBuf {
+    root().join("tests/policies/local-image.yaml")
+}
+
+/// Makes sure dockerd answers and the offline image exists, starting and building
+/// them with the project's scripts if needed (once per test process).
+///
+/// Returns false (after a loud message) when that is impossible on this machine;
+/// with `CI=true` it panics instead, because in CI a missing engine is a failure.
+pub fn docker_ready() -> bool {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let result = READY.get_or_init(|| {
+        for script in ["scripts/start-docker.sh", "scripts/build-offline-image.sh"] {
+            let output = Command::new("bash")
+                .arg(root().join(script))
+                .output()
+                .map_err(|e| format!("cannot start {script}: {e}"))?;
+            if !output.status.success() {
+                return Err(format!(
+                    "{script} failed ({}): {}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stderr)
+                ));
+            }
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => true,
+        Err(reason) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("CI=true and no container engine is available: {reason}")
+        }
+        Err(reason) => {
+            eprintln!("\n!!!!!!!! SKIPPING: this test needs Docker, which is not available here !!!!!!!!\n!!!!!!!! {reason}\n");
+            false
+        }
+    }
+}
+
+/// Names of containers carrying our label, running or not.
+pub fn leftover_containers() -> Vec<String> {
+    let output = Command::new("docker")
+        .args(["ps", "-a", "--filter", "label=code-sandbox-mcp", "--format", "{{.Names}}"])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
