@@ -23,6 +23,14 @@ pub struct Finding {
     pub end_column: u32,
 }
 
+impl Finding {
+    /// The one-line form every text output uses, like ruff's concise format:
+    /// `path:line:col: rule-id [action] message`.
+    pub fn to_line(&self, path: &str) -> String {
+        format!("{path}:{}:{}: {} [{}] {}", self.line, self.column, self.rule, self.action, self.message)
+    }
+}
+
 /// Why a snippet was refused before any analysis.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
