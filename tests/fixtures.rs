@@ -20,12 +20,17 @@ fn engine() -> PolicyEngine {
 fn annotations(source: &str) -> BTreeSet<(u32, String)> {
     let mut expected = BTreeSet::new();
     for (index, line) in source.lines().enumerate() {
-        let Some(at) = line.rfind("expect:") else { continue };
+        let Some(at) = line.rfind("expect:") else {
+            continue;
+        };
         let before = line[..at].trim_end();
         if !(before.ends_with('#') || before.ends_with("//") || before.ends_with("/*")) {
             continue;
         }
-        for rule in line[at + "expect:".len()..].trim_end_matches("*/").split(',') {
+        for rule in line[at + "expect:".len()..]
+            .trim_end_matches("*/")
+            .split(',')
+        {
             let rule = rule.trim();
             if !rule.is_empty() {
                 expected.insert((index as u32 + 1, rule.to_string()));
@@ -37,7 +42,9 @@ fn annotations(source: &str) -> BTreeSet<(u32, String)> {
 
 fn render(path: &Path, source: &str) -> String {
     let language = Language::from_path(path).expect("fixture extension");
-    let report = engine().check(language, source).expect("fixture within limits");
+    let report = engine()
+        .check(language, source)
+        .expect("fixture within limits");
     report
         .findings
         .iter()
@@ -53,8 +60,14 @@ fn render(path: &Path, source: &str) -> String {
 fn check_fixture(path: &Path) {
     let source = std::fs::read_to_string(path).expect("fixture is UTF-8");
     let language = Language::from_path(path).expect("fixture extension");
-    let report = engine().check(language, &source).expect("fixture within limits");
-    let found: BTreeSet<(u32, String)> = report.findings.iter().map(|f| (f.line, f.rule.clone())).collect();
+    let report = engine()
+        .check(language, &source)
+        .expect("fixture within limits");
+    let found: BTreeSet<(u32, String)> = report
+        .findings
+        .iter()
+        .map(|f| (f.line, f.rule.clone()))
+        .collect();
     let expected = annotations(&source);
     let missing: Vec<_> = expected.difference(&found).collect();
     let extra: Vec<_> = found.difference(&expected).collect();
@@ -84,7 +97,14 @@ fn javascript_fixtures() {
 
 #[test]
 fn there_are_enough_fixtures() {
-    let count = |dir: &str| std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)).map(|d| d.count()).unwrap_or(0);
+    let count = |dir: &str| {
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
     let (python, javascript) = (count("fixtures/python"), count("fixtures/javascript"));
-    assert!(python + javascript >= 150, "{python} Python + {javascript} JavaScript fixtures; want 150 or more");
+    assert!(
+        python + javascript >= 150,
+        "{python} Python + {javascript} JavaScript fixtures; want 150 or more"
+    );
 }

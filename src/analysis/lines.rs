@@ -32,7 +32,12 @@ impl<'a> LineIndex<'a> {
     pub fn span(&self, start: usize, end: usize) -> Span {
         let (line, column) = self.position(start);
         let (end_line, end_column) = self.position(end.max(start));
-        Span { line, column, end_line, end_column }
+        Span {
+            line,
+            column,
+            end_line,
+            end_column,
+        }
     }
 }
 

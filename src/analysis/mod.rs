@@ -15,7 +15,9 @@ pub use lines::LineIndex;
 use serde::Serialize;
 
 /// The languages a snippet can be written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     Python,
@@ -53,7 +55,9 @@ impl std::str::FromStr for Language {
         match s.to_ascii_lowercase().as_str() {
             "python" | "py" | "python3" => Ok(Language::Python),
             "javascript" | "js" | "node" | "nodejs" => Ok(Language::JavaScript),
-            other => Err(format!("unknown language `{other}` (expected python or javascript)")),
+            other => Err(format!(
+                "unknown language `{other}` (expected python or javascript)"
+            )),
         }
     }
 }

@@ -4,7 +4,8 @@
 //! (or, for `run --format text`, the snippet's own exit code), 2 a usage error, an
 //! unreadable input or a bad policy.
 
-mod check;
+pub mod check;
+pub mod format;
 mod policy_cmd;
 mod run;
 mod serve;
@@ -16,7 +17,11 @@ use std::process::ExitCode;
 pub const EXIT_USAGE: u8 = 2;
 
 #[derive(Debug, Parser)]
-#[command(name = "code-sandbox-mcp", version, about = "Policy-checked, container-isolated code execution for AI agents (MCP over stdio)")]
+#[command(
+    name = "code-sandbox-mcp",
+    version,
+    about = "Policy-checked, container-isolated code execution for AI agents (MCP over stdio)"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

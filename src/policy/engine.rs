@@ -27,7 +27,10 @@ impl Finding {
     /// The one-line form every text output uses, like ruff's concise format:
     /// `path:line:col: rule-id [action] message`.
     pub fn to_line(&self, path: &str) -> String {
-        format!("{path}:{}:{}: {} [{}] {}", self.line, self.column, self.rule, self.action, self.message)
+        format!(
+            "{path}:{}:{}: {} [{}] {}",
+            self.line, self.column, self.rule, self.action, self.message
+        )
     }
 }
 
@@ -81,14 +84,29 @@ impl CompiledMatcher {
     /// One language's matcher: its own entries plus the rule's `any_language` ones.
     fn new(any_language: &Matcher, own: &Matcher) -> Self {
         let both = [any_language, own];
-        let paths_outside = both.iter().filter_map(|m| m.paths_outside.clone()).reduce(|mut a, b| {
-            a.extend(b);
-            a
-        });
+        let paths_outside =
+            both.iter()
+                .filter_map(|m| m.paths_outside.clone())
+                .reduce(|mut a, b| {
+                    a.extend(b);
+                    a
+                });
         CompiledMatcher {
-            modules: both.iter().flat_map(|m| &m.modules).map(|p| Glob::new(p)).collect(),
-            references: both.iter().flat_map(|m| &m.references).map(|p| Glob::new(p)).collect(),
-            dynamic: both.iter().flat_map(|m| &m.dynamic).map(|k| k.0.clone()).collect(),
+            modules: both
+                .iter()
+                .flat_map(|m| &m.modules)
+                .map(|p| Glob::new(p))
+                .collect(),
+            references: both
+                .iter()
+                .flat_map(|m| &m.references)
+                .map(|p| Glob::new(p))
+                .collect(),
+            dynamic: both
+                .iter()
+                .flat_map(|m| &m.dynamic)
+                .map(|k| k.0.clone())
+                .collect(),
             paths_outside,
             unparseable: both.iter().any(|m| m.unparseable),
         }
@@ -105,15 +123,24 @@ impl CompiledMatcher {
             FactKind::Reference { name, module_value } => {
                 if self.references.iter().any(|g| g.matches(name)) {
                     Some(format!("`{name}`"))
-                } else if *module_value && self.references.iter().any(|g| g.could_match_member_of(name)) {
-                    Some(format!("module `{name}` is passed where its uses cannot be followed"))
+                } else if *module_value
+                    && self
+                        .references
+                        .iter()
+                        .any(|g| g.could_match_member_of(name))
+                {
+                    Some(format!(
+                        "module `{name}` is passed where its uses cannot be followed"
+                    ))
                 } else {
                     None
                 }
             }
-            FactKind::DynamicAccess { kind, detail } => {
-                self.dynamic.iter().any(|k| k == kind).then(|| format!("{kind}: {detail}"))
-            }
+            FactKind::DynamicAccess { kind, detail } => self
+                .dynamic
+                .iter()
+                .any(|k| k == kind)
+                .then(|| format!("{kind}: {detail}")),
             FactKind::PathLiteral { op, path } => {
                 let allowed = self.paths_outside.as_ref()?;
                 (path_is_absolute(path) && !allowed.iter().any(|dir| path_is_under(path, dir)))
@@ -125,7 +152,10 @@ impl CompiledMatcher {
 }
 
 fn path_is_absolute(path: &str) -> bool {
-    path.starts_with('/') || path.starts_with('~') || path.starts_with('\\') || path.get(1..3) == Some(":\\")
+    path.starts_with('/')
+        || path.starts_with('~')
+        || path.starts_with('\\')
+        || path.get(1..3) == Some(":\\")
 }
 
 /// True when `path` is `dir` or inside it, after folding `.`/`..` so that
@@ -142,7 +172,9 @@ fn path_is_under(path: &str, dir: &str) -> bool {
         }
     }
     let dir_parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
-    path.starts_with('/') && parts.len() >= dir_parts.len() && parts[..dir_parts.len()] == dir_parts[..]
+    path.starts_with('/')
+        && parts.len() >= dir_parts.len()
+        && parts[..dir_parts.len()] == dir_parts[..]
 }
 
 impl PolicyEngine {
@@ -158,7 +190,10 @@ impl PolicyEngine {
                 javascript: CompiledMatcher::new(&rule.any_language, &rule.javascript),
             })
             .collect();
-        PolicyEngine { policy: Arc::new(policy), rules: Arc::new(rules) }
+        PolicyEngine {
+            policy: Arc::new(policy),
+            rules: Arc::new(rules),
+        }
     }
 
     pub fn policy(&self) -> &Policy {
@@ -168,7 +203,9 @@ impl PolicyEngine {
     /// Checks raw bytes: the size limit first (before any parsing), then UTF-8.
     pub fn check_bytes(&self, language: Language, code: &[u8]) -> Result<Report, InputError> {
         self.check_size(code.len())?;
-        let source = std::str::from_utf8(code).map_err(|e| InputError::NotUtf8 { offset: e.valid_up_to() })?;
+        let source = std::str::from_utf8(code).map_err(|e| InputError::NotUtf8 {
+            offset: e.valid_up_to(),
+        })?;
         Ok(self.check_facts(&analysis::analyze(language, source), language))
     }
 
@@ -196,7 +233,11 @@ impl PolicyEngine {
                     Language::JavaScript => &compiled.javascript,
                 };
                 if let Some(what) = matcher.matches(&fact.kind) {
-                    findings.push(finding(&self.policy.rules[compiled.index], fact.span, &what));
+                    findings.push(finding(
+                        &self.policy.rules[compiled.index],
+                        fact.span,
+                        &what,
+                    ));
                 }
             }
         }

@@ -9,7 +9,9 @@ pub struct Glob {
 
 impl Glob {
     pub fn new(pattern: &str) -> Glob {
-        Glob { pattern: pattern.to_string() }
+        Glob {
+            pattern: pattern.to_string(),
+        }
     }
 
     pub fn matches(&self, text: &str) -> bool {

@@ -119,7 +119,11 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
     let label = source.to_string();
     if chain.contains(source) {
         let names: Vec<String> = chain.iter().map(|s| s.to_string()).collect();
-        return Err(error(&label, None, format!("`extends` loops back: {} -> {label}", names.join(" -> "))));
+        return Err(error(
+            &label,
+            None,
+            format!("`extends` loops back: {} -> {label}", names.join(" -> ")),
+        ));
     }
     let text = match source {
         PolicySource::Preset(name) => PRESETS
@@ -127,7 +131,11 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
             .find(|(preset, _)| preset == name)
             .map(|(_, text)| text.to_string())
             .ok_or_else(|| {
-                error(&label, None, format!("no preset named `{name}` (presets: {})", preset_names()))
+                error(
+                    &label,
+                    None,
+                    format!("no preset named `{name}` (presets: {})", preset_names()),
+                )
             })?,
         PolicySource::File(path) => std::fs::read_to_string(path)
             .map_err(|e| error(&label, None, format!("cannot read policy file: {e}")))?,
@@ -149,7 +157,8 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
 /// `extends: NAME` is a preset unless it looks like a path; paths are relative to the
 /// file that names them.
 fn parent_source(parent: &str, child: &PolicySource) -> PolicySource {
-    let looks_like_path = parent.contains('/') || parent.ends_with(".yaml") || parent.ends_with(".yml");
+    let looks_like_path =
+        parent.contains('/') || parent.ends_with(".yaml") || parent.ends_with(".yml");
     match child {
         PolicySource::File(path) if looks_like_path => {
             PolicySource::File(path.parent().unwrap_or(Path::new(".")).join(parent))
@@ -160,11 +169,20 @@ fn parent_source(parent: &str, child: &PolicySource) -> PolicySource {
 }
 
 fn preset_names() -> String {
-    PRESETS.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
+    PRESETS
+        .iter()
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn error(file: &str, line: Option<usize>, message: String) -> PolicyError {
-    PolicyError { file: file.to_string(), line, column: None, message }
+    PolicyError {
+        file: file.to_string(),
+        line,
+        column: None,
+        message,
+    }
 }
 
 /// Parses YAML into the schema; serde_yaml's errors carry the line, column and key
@@ -209,11 +227,14 @@ fn suggest_key(message: &str) -> Option<String> {
 /// The first line where `key:` appears, to point at values that parse but make no sense.
 fn key_line(text: &str, key: &str) -> Option<usize> {
     let needle = format!("{key}:");
-    text.lines().position(|line| {
-        let code = line.split('#').next().unwrap_or_default();
-        code.trim_start().starts_with(&needle) || code.contains(&format!(" {needle}")) || code.contains(&format!("{{{needle}"))
-    })
-    .map(|i| i + 1)
+    text.lines()
+        .position(|line| {
+            let code = line.split('#').next().unwrap_or_default();
+            code.trim_start().starts_with(&needle)
+                || code.contains(&format!(" {needle}"))
+                || code.contains(&format!("{{{needle}"))
+        })
+        .map(|i| i + 1)
 }
 
 /// Checks that need more than one value's type.
@@ -226,34 +247,60 @@ fn validate(label: &str, text: &str, file: &PolicyFile) -> Result<(), PolicyErro
     };
     if let Some(version) = file.version {
         if version != 1 {
-            return Err(at("version", format!("unsupported version {version}; this build reads version 1")));
+            return Err(at(
+                "version",
+                format!("unsupported version {version}; this build reads version 1"),
+            ));
         }
     }
     if let Some(limits) = &file.limits {
         if let Some(cpus) = limits.cpus {
             if !(cpus > 0.0 && cpus <= 1024.0) {
-                return Err(at("cpus", format!("must be a number of cores above 0, got {cpus}")));
+                return Err(at(
+                    "cpus",
+                    format!("must be a number of cores above 0, got {cpus}"),
+                ));
             }
         }
         if limits.pids == Some(0) {
             return Err(at("pids", "must be at least 1".into()));
         }
-        for (key, value) in [("memory", limits.memory), ("output", limits.output), ("code", limits.code), ("tmpfs", limits.tmpfs)] {
+        for (key, value) in [
+            ("memory", limits.memory),
+            ("output", limits.output),
+            ("code", limits.code),
+            ("tmpfs", limits.tmpfs),
+        ] {
             if value.is_some_and(|v| v.bytes() == 0) {
                 return Err(at(key, "must be above 0".into()));
             }
         }
         if limits.memory.is_some_and(|m| m.bytes() < 6 << 20) {
-            return Err(at("memory", "must be at least 6MiB (the engine's own floor)".into()));
+            return Err(at(
+                "memory",
+                "must be at least 6MiB (the engine's own floor)".into(),
+            ));
         }
         if limits.timeout.is_some_and(|t| t.0.is_zero()) {
             return Err(at("timeout", "must be above 0".into()));
         }
     }
     if let Some(images) = &file.images {
-        for (key, image) in [("python", &images.python), ("javascript", &images.javascript)] {
-            if image.as_ref().is_some_and(|i| i.trim().is_empty() || i.contains(char::is_whitespace)) {
-                return Err(at(key, format!("`{}` is not an image reference", image.as_deref().unwrap_or_default())));
+        for (key, image) in [
+            ("python", &images.python),
+            ("javascript", &images.javascript),
+        ] {
+            if image
+                .as_ref()
+                .is_some_and(|i| i.trim().is_empty() || i.contains(char::is_whitespace))
+            {
+                return Err(at(
+                    key,
+                    format!(
+                        "`{}` is not an image reference",
+                        image.as_deref().unwrap_or_default()
+                    ),
+                ));
             }
         }
     }
@@ -268,16 +315,28 @@ fn validate(label: &str, text: &str, file: &PolicyFile) -> Result<(), PolicyErro
                 && !name.starts_with(|c: char| c.is_ascii_digit())
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !valid {
-                return Err(at("pass_through", format!("`{name}` is not an environment variable name")));
+                return Err(at(
+                    "pass_through",
+                    format!("`{name}` is not an environment variable name"),
+                ));
             }
         }
     }
     let mut seen = std::collections::HashSet::new();
     for rule in file.rules.iter().flatten() {
         let id_ok = !rule.id.is_empty()
-            && rule.id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+            && rule
+                .id
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
         if !id_ok {
-            return Err(at("id", format!("rule id `{}` must be lower-case letters, digits, `-` or `_`", rule.id)));
+            return Err(at(
+                "id",
+                format!(
+                    "rule id `{}` must be lower-case letters, digits, `-` or `_`",
+                    rule.id
+                ),
+            ));
         }
         if !seen.insert(rule.id.as_str()) {
             return Err(PolicyError {
@@ -295,15 +354,28 @@ fn nth_rule_line(text: &str, id: &str) -> Option<usize> {
         .enumerate()
         .filter(|(_, line)| {
             let line = line.trim_start().trim_start_matches("- ").trim_start();
-            line.strip_prefix("id:").map(|v| v.trim().trim_matches(['"', '\''])) == Some(id)
+            line.strip_prefix("id:")
+                .map(|v| v.trim().trim_matches(['"', '\'']))
+                == Some(id)
         })
         .map(|(i, _)| i + 1)
         .last()
 }
 
 /// Lays a file over the policy it extends (or, for the root preset, over nothing).
-fn merge(label: &str, text: &str, base: Option<Policy>, file: PolicyFile) -> Result<Policy, PolicyError> {
-    let missing = |key: &str| error(label, None, format!("`{key}` is required in a policy that extends nothing"));
+fn merge(
+    label: &str,
+    text: &str,
+    base: Option<Policy>,
+    file: PolicyFile,
+) -> Result<Policy, PolicyError> {
+    let missing = |key: &str| {
+        error(
+            label,
+            None,
+            format!("`{key}` is required in a policy that extends nothing"),
+        )
+    };
     let limits_file = file.limits.unwrap_or_default();
     let images_file = file.images.unwrap_or_default();
     let pool_file = file.pool.unwrap_or_default();
@@ -312,7 +384,9 @@ fn merge(label: &str, text: &str, base: Option<Policy>, file: PolicyFile) -> Res
         Some(base) => base,
         None => {
             let limits = super::schema::Limits {
-                timeout: limits_file.timeout.ok_or_else(|| missing("limits.timeout"))?,
+                timeout: limits_file
+                    .timeout
+                    .ok_or_else(|| missing("limits.timeout"))?,
                 memory: limits_file.memory.ok_or_else(|| missing("limits.memory"))?,
                 cpus: limits_file.cpus.ok_or_else(|| missing("limits.cpus"))?,
                 pids: limits_file.pids.ok_or_else(|| missing("limits.pids"))?,
@@ -326,13 +400,21 @@ fn merge(label: &str, text: &str, base: Option<Policy>, file: PolicyFile) -> Res
                 limits,
                 network: file.network.ok_or_else(|| missing("network"))?,
                 images: super::schema::Images {
-                    python: images_file.python.clone().ok_or_else(|| missing("images.python"))?,
-                    javascript: images_file.javascript.clone().ok_or_else(|| missing("images.javascript"))?,
+                    python: images_file
+                        .python
+                        .clone()
+                        .ok_or_else(|| missing("images.python"))?,
+                    javascript: images_file
+                        .javascript
+                        .clone()
+                        .ok_or_else(|| missing("images.javascript"))?,
                 },
                 env: Default::default(),
                 pool: super::schema::PoolSettings {
                     size: pool_file.size.ok_or_else(|| missing("pool.size"))?,
-                    max_concurrent: pool_file.max_concurrent.ok_or_else(|| missing("pool.max_concurrent"))?,
+                    max_concurrent: pool_file
+                        .max_concurrent
+                        .ok_or_else(|| missing("pool.max_concurrent"))?,
                 },
                 rules: Vec::new(),
             }
@@ -363,7 +445,9 @@ fn merge(label: &str, text: &str, base: Option<Policy>, file: PolicyFile) -> Res
         policy.env.pass_through = pass_through;
     }
     policy.pool.size = pool_file.size.unwrap_or(policy.pool.size);
-    policy.pool.max_concurrent = pool_file.max_concurrent.unwrap_or(policy.pool.max_concurrent);
+    policy.pool.max_concurrent = pool_file
+        .max_concurrent
+        .unwrap_or(policy.pool.max_concurrent);
 
     for rule_file in file.rules.unwrap_or_default() {
         merge_rule(label, text, &mut policy.rules, rule_file)?;
@@ -373,7 +457,12 @@ fn merge(label: &str, text: &str, base: Option<Policy>, file: PolicyFile) -> Res
 
 /// A rule entry either adjusts the inherited rule with its id or adds a new one, which
 /// must then say everything a rule needs.
-fn merge_rule(label: &str, text: &str, rules: &mut Vec<Rule>, entry: RuleFile) -> Result<(), PolicyError> {
+fn merge_rule(
+    label: &str,
+    text: &str,
+    rules: &mut Vec<Rule>,
+    entry: RuleFile,
+) -> Result<(), PolicyError> {
     if let Some(rule) = rules.iter_mut().find(|r| r.id == entry.id) {
         if let Some(category) = entry.category {
             rule.category = category;
@@ -396,13 +485,20 @@ fn merge_rule(label: &str, text: &str, rules: &mut Vec<Rule>, entry: RuleFile) -
         return Ok(());
     }
     let line = nth_rule_line(text, &entry.id);
+    let nearest = rules
+        .iter()
+        .map(|r| (strsim::damerau_levenshtein(&entry.id, &r.id), r.id.as_str()))
+        .filter(|(distance, _)| *distance <= 2)
+        .min()
+        .map(|(_, id)| format!(" (did you mean `{id}`?)"))
+        .unwrap_or_default();
     let require = |value: Option<String>, key: &str| {
         value.ok_or_else(|| {
             error(
                 label,
                 line,
                 format!(
-                    "rule `{}` is new (no inherited rule has this id), so it needs `{key}`; inherited rules: {}",
+                    "rule `{}` is new (no inherited rule has this id){nearest}, so it needs `{key}`; inherited rules: {}",
                     entry.id,
                     rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
                 ),
@@ -416,7 +512,10 @@ fn merge_rule(label: &str, text: &str, rules: &mut Vec<Rule>, entry: RuleFile) -
         return Err(error(
             label,
             line,
-            format!("rule `{}` matches nothing: give `python`, `javascript` or `any_language`", entry.id),
+            format!(
+                "rule `{}` matches nothing: give `python`, `javascript` or `any_language`",
+                entry.id
+            ),
         ));
     }
     rules.push(Rule {
@@ -437,7 +536,8 @@ mod tests {
 
     #[test]
     fn suggests_the_nearest_key() {
-        let message = "unknown field `limts`, expected one of `version`, `extends`, `limits`, `network`";
+        let message =
+            "unknown field `limts`, expected one of `version`, `extends`, `limits`, `network`";
         assert_eq!(suggest_key(message).as_deref(), Some("limits"));
         let message = "unknown field `zzzzzz`, expected one of `version`, `extends`";
         assert_eq!(suggest_key(message), None);

@@ -70,7 +70,11 @@ impl HumanDuration {
     pub fn parse(text: &str) -> Result<HumanDuration, String> {
         let (number, unit) = split_number(text)?;
         let Some(&(_, factor)) = DURATION_UNITS.iter().find(|(name, _)| *name == unit) else {
-            let hint = if unit.is_empty() { " (a duration needs a unit, e.g. `30s`)" } else { "" };
+            let hint = if unit.is_empty() {
+                " (a duration needs a unit, e.g. `30s`)"
+            } else {
+                ""
+            };
             return Err(format!(
                 "invalid duration `{text}`: unknown unit `{unit}`{hint}; use ms, s, m or h"
             ));
@@ -175,11 +179,24 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(HumanDuration::parse("30s").unwrap().0, Duration::from_secs(30));
-        assert_eq!(HumanDuration::parse("250ms").unwrap().0, Duration::from_millis(250));
-        assert_eq!(HumanDuration::parse("2m").unwrap().0, Duration::from_secs(120));
-        assert!(HumanDuration::parse("30 s").unwrap_err().contains("no space"));
-        assert!(HumanDuration::parse("30").unwrap_err().contains("needs a unit"));
+        assert_eq!(
+            HumanDuration::parse("30s").unwrap().0,
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            HumanDuration::parse("250ms").unwrap().0,
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            HumanDuration::parse("2m").unwrap().0,
+            Duration::from_secs(120)
+        );
+        assert!(HumanDuration::parse("30 s")
+            .unwrap_err()
+            .contains("no space"));
+        assert!(HumanDuration::parse("30")
+            .unwrap_err()
+            .contains("needs a unit"));
         assert!(HumanDuration::parse("30sec").is_err());
         assert_eq!(HumanDuration(Duration::from_secs(90)).to_string(), "90s");
         assert_eq!(HumanDuration(Duration::from_secs(120)).to_string(), "2m");

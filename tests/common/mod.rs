@@ -53,7 +53,14 @@ pub fn docker_ready() -> bool {
 /// Names of containers carrying our label, running or not.
 pub fn leftover_containers() -> Vec<String> {
     let output = Command::new("docker")
-        .args(["ps", "-a", "--filter", "label=code-sandbox-mcp", "--format", "{{.Names}}"])
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            "label=code-sandbox-mcp",
+            "--format",
+            "{{.Names}}",
+        ])
         .output()
         .expect("docker ps");
     String::from_utf8_lossy(&output.stdout)

@@ -1,0 +1,252 @@
+//! Policy files as a project writes them: discovery, `extends`, rule merging, and
+//! errors that name the file, line, column and key.
+
+use code_sandbox_mcp::analysis::Language;
+use code_sandbox_mcp::policy::{Action, NetworkMode, Policy, PolicyEngine, PolicySource};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A fresh directory under the target dir, unique per test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("policy-files")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn load(dir: &Path, file: &str, text: &str) -> Result<Policy, String> {
+    let path = dir.join(file);
+    std::fs::write(&path, text).unwrap();
+    PolicySource::File(path).load().map_err(|e| e.to_string())
+}
+
+fn rule<'a>(policy: &'a Policy, id: &str) -> &'a code_sandbox_mcp::policy::Rule {
+    policy
+        .rules
+        .iter()
+        .find(|r| r.id == id)
+        .unwrap_or_else(|| panic!("no rule {id}"))
+}
+
+#[test]
+fn presets_have_the_promised_actions() {
+    let default = Policy::preset("default").unwrap();
+    for (id, action) in [
+        ("process-exec", Action::Deny),
+        ("dynamic-code", Action::Deny),
+        ("parse-error", Action::Deny),
+        ("network", Action::Warn),
+        ("filesystem-outside-sandbox", Action::Warn),
+    ] {
+        assert_eq!(rule(&default, id).action, action, "default {id}");
+    }
+    let strict = Policy::preset("strict").unwrap();
+    assert!(
+        strict.rules.iter().all(|r| r.action == Action::Deny),
+        "strict denies everything"
+    );
+    let permissive = Policy::preset("permissive").unwrap();
+    for r in &permissive.rules {
+        let expected = if r.category == "process" {
+            Action::Deny
+        } else {
+            Action::Warn
+        };
+        assert_eq!(r.action, expected, "permissive {}", r.id);
+    }
+    assert_eq!(default.network, NetworkMode::None);
+    assert_eq!(default.limits.timeout(), Duration::from_secs(30));
+    assert_eq!(default.limits.memory.bytes(), 512 << 20);
+    assert_eq!(default.limits.code.bytes(), 256 << 10);
+}
+
+#[test]
+fn a_project_file_changes_only_what_it_names() {
+    let dir = scratch("override");
+    let policy = load(
+        &dir,
+        "p.yaml",
+        "version: 1\nlimits:\n  memory: 1GiB\nnetwork: bridge\nrules:\n  - id: network\n    action: off\n",
+    )
+    .unwrap();
+    assert_eq!(policy.limits.memory.bytes(), 1 << 30);
+    assert_eq!(
+        policy.limits.timeout(),
+        Duration::from_secs(30),
+        "inherited from default"
+    );
+    assert_eq!(policy.network, NetworkMode::Bridge);
+    assert_eq!(rule(&policy, "network").action, Action::Off);
+    assert_eq!(rule(&policy, "process-exec").action, Action::Deny);
+    assert!(
+        !rule(&policy, "network").python.modules.is_empty(),
+        "matchers are kept"
+    );
+}
+
+#[test]
+fn a_switched_off_rule_reports_nothing() {
+    let dir = scratch("off");
+    let policy = load(
+        &dir,
+        "p.yaml",
+        "rules:\n  - id: process-exec\n    action: off\n",
+    )
+    .unwrap();
+    let engine = PolicyEngine::new(policy);
+    let report = engine
+        .check(Language::Python, "import os\nos.system('ls')\n")
+        .unwrap();
+    assert!(
+        report.findings.iter().all(|f| f.rule != "process-exec"),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn new_rules_are_added_and_must_be_complete() {
+    let dir = scratch("new-rule");
+    let policy = load(
+        &dir,
+        "p.yaml",
+        "rules:\n  - id: no-pandas\n    category: imports\n    action: warn\n    message: pandas is not installed\n    python: { modules: [pandas] }\n",
+    )
+    .unwrap();
+    let engine = PolicyEngine::new(policy);
+    let report = engine
+        .check(Language::Python, "import pandas as pd\n")
+        .unwrap();
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| f.rule == "no-pandas" && f.action == Action::Warn && f.line == 1),
+        "{report:?}"
+    );
+
+    let err = load(
+        &dir,
+        "q.yaml",
+        "version: 1\nrules:\n  - id: netwrk\n    action: off\n",
+    )
+    .unwrap_err();
+    assert!(err.contains("q.yaml:3:"), "{err}");
+    assert!(err.contains("did you mean `network`"), "{err}");
+    assert!(err.contains("needs `category`"), "{err}");
+}
+
+#[test]
+fn extends_follows_relative_files_and_presets() {
+    let dir = scratch("extends");
+    std::fs::create_dir_all(dir.join("shared")).unwrap();
+    std::fs::write(
+        dir.join("shared/base.yaml"),
+        "extends: strict\nlimits:\n  pids: 7\n",
+    )
+    .unwrap();
+    let policy = load(
+        &dir,
+        "p.yaml",
+        "extends: shared/base.yaml\nlimits:\n  cpus: 2\n",
+    )
+    .unwrap();
+    assert_eq!(policy.limits.pids, 7);
+    assert_eq!(policy.limits.cpus, 2.0);
+    assert_eq!(
+        policy.limits.timeout(),
+        Duration::from_secs(10),
+        "from strict"
+    );
+    assert_eq!(rule(&policy, "network").action, Action::Deny, "from strict");
+}
+
+#[test]
+fn extends_cycles_and_missing_parents_are_errors() {
+    let dir = scratch("cycle");
+    std::fs::write(dir.join("a.yaml"), "extends: b.yaml\n").unwrap();
+    std::fs::write(dir.join("b.yaml"), "extends: a.yaml\n").unwrap();
+    let err = PolicySource::File(dir.join("a.yaml"))
+        .load()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("loops back"), "{err}");
+
+    let err = load(&dir, "c.yaml", "extends: nowhere.yaml\n").unwrap_err();
+    assert!(
+        err.contains("nowhere.yaml") && err.contains("cannot read"),
+        "{err}"
+    );
+    let err = load(&dir, "d.yaml", "extends: paranoid\n").unwrap_err();
+    assert!(err.contains("no preset named `paranoid`"), "{err}");
+}
+
+#[test]
+fn errors_name_file_line_column_and_key() {
+    let dir = scratch("errors");
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("version: 1\nlimts:\n  memory: 1GiB\n", "typo.yaml:2:1", &["unknown field `limts`", "did you mean `limits`"]),
+        ("limits:\n  memory: 512MB\n", "units.yaml:2:11", &["limits.memory", "did you mean `MiB`"]),
+        ("limits:\n  timeout: 30 s\n", "space.yaml:2:12", &["limits.timeout", "no space"]),
+        ("limits:\n  timeout: 30\n", "bare.yaml:2:12", &["limits.timeout", "needs a unit"]),
+        ("network: host\n", "net.yaml:1:10", &["network", "unknown variant `host`"]),
+        ("rules:\n  - id: network\n    acton: off\n", "rulekey.yaml:3:5", &["rules[0]", "did you mean `action`"]),
+        ("rules:\n  - id: network\n    action: block\n", "action.yaml:3:13", &["rules[0].action", "unknown variant `block`"]),
+        ("rules:\n  - id: x\n    category: c\n    message: m\n    python: { dynamic: [magic] }\n", "dyn.yaml:5:", &["unknown dynamic kind `magic`"]),
+        ("version: 2\n", "version.yaml:1", &["unsupported version 2"]),
+        ("limits:\n  cpus: 0\n", "cpus.yaml:2", &["cpus", "above 0"]),
+        ("env:\n  pass_through: [\"MY KEY\"]\n", "env.yaml:2", &["not an environment variable name"]),
+        ("rules:\n  - id: network\n    action: off\n  - id: network\n    action: warn\n", "dup.yaml:4", &["listed twice"]),
+        ("limits: [1, 2\n", "syntax.yaml:", &[]),
+    ];
+    for (text, location, needles) in cases {
+        let file = location.split(':').next().unwrap();
+        let err = load(&dir, file, text).expect_err(file);
+        assert!(
+            err.contains(location),
+            "{file}: expected `{location}` in: {err}"
+        );
+        for needle in *needles {
+            assert!(
+                err.contains(needle),
+                "{file}: expected `{needle}` in: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn discovery_prefers_flag_then_env_then_nearest_project_file() {
+    if std::env::var_os("CODE_SANDBOX_POLICY").is_some() {
+        eprintln!(
+            "CODE_SANDBOX_POLICY is set in this environment; discovery order not testable here"
+        );
+        return;
+    }
+    let dir = scratch("discover");
+    let nested = dir.join("a/b");
+    std::fs::create_dir_all(&nested).unwrap();
+    std::fs::write(dir.join(".code-sandbox.yaml"), "limits:\n  pids: 9\n").unwrap();
+
+    // The nearest parent's project file wins over the default preset.
+    assert_eq!(
+        PolicySource::discover(None, &nested),
+        PolicySource::File(dir.join(".code-sandbox.yaml"))
+    );
+    // An explicit preset name or file wins over the project file.
+    assert_eq!(
+        PolicySource::discover(Some("strict"), &nested),
+        PolicySource::Preset("strict".into())
+    );
+    assert_eq!(
+        PolicySource::discover(Some("x.yaml"), &nested),
+        PolicySource::File(nested.join("x.yaml"))
+    );
+    // No project file anywhere up the tree: the default preset.
+    let lonely = Path::new("/");
+    assert_eq!(
+        PolicySource::discover(None, lonely),
+        PolicySource::Preset("default".into())
+    );
+}
