@@ -57,4 +57,13 @@ fn deep_nesting_is_survived() {
         let js_fns = format!("{}{}\n", "(()=>".repeat(depth), ")".repeat(depth));
         let _ = analyze(Language::JavaScript, &js_fns);
     }
+    // Long chains without brackets nest just as deeply in the syntax tree.
+    for chain in ["1+", "not ", "-", "a.", "lambda: "] {
+        let python = format!("x = {}1\n", chain.repeat(40_000));
+        let _ = analyze(Language::Python, &python);
+    }
+    for chain in ["1+", "!", "-", "a.", "() => ", "typeof "] {
+        let js = format!("x = {}1;\n", chain.repeat(40_000));
+        let _ = analyze(Language::JavaScript, &js);
+    }
 }

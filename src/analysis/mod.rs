@@ -128,8 +128,22 @@ pub mod dynamic {
     pub const ALL: &[&str] = &[IMPORT, ATTRIBUTE, NAMESPACE, INTROSPECTION, STRING_CODE];
 }
 
+/// Deepest bracket nesting accepted. CPython refuses more than 200 nested parentheses
+/// itself; refusing early protects every recursive parser and walker from stack
+/// exhaustion on hostile input.
+pub const MAX_NESTING: usize = 200;
+
 /// Turns source text into facts for the given language.
 pub fn analyze(language: Language, source: &str) -> Vec<Fact> {
+    if let Some(offset) = too_deep(source) {
+        let index = LineIndex::new(source);
+        return vec![Fact {
+            kind: FactKind::Unparseable {
+                reason: format!("brackets nested deeper than {MAX_NESTING} levels"),
+            },
+            span: index.span(offset, offset + 1),
+        }];
+    }
     let mut facts = match language {
         Language::Python => python::analyze(source),
         Language::JavaScript => javascript::analyze(source),
@@ -137,4 +151,23 @@ pub fn analyze(language: Language, source: &str) -> Vec<Fact> {
     facts.sort_by(|a, b| a.span.cmp(&b.span));
     facts.dedup();
     facts
+}
+
+/// The offset of the first bracket that opens past [`MAX_NESTING`], if any. Brackets in
+/// strings and comments count too: that can only make the check stricter.
+fn too_deep(source: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (offset, byte) in source.bytes().enumerate() {
+        match byte {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Some(offset);
+                }
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }
