@@ -6,5 +6,6 @@
 
 pub mod analysis;
 pub mod cli;
+pub mod mcp;
 pub mod policy;
 pub mod sandbox;

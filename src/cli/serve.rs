@@ -1,13 +1,97 @@
-//! `serve`: MCP over stdio. (Filled in by the MCP server work.)
+//! `serve`: MCP over stdio, what an MCP client starts (also the default with no
+//! subcommand, so `{"command": "code-sandbox-mcp"}` configurations keep working).
+//!
+//! stdout carries JSON-RPC and nothing else; every log line goes to stderr. The process
+//! exits 0 when the client closes stdin or on SIGINT/SIGTERM, after every container it
+//! created has been removed.
+
+use crate::mcp::{self, CodeSandboxServer};
 use std::process::ExitCode;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Default, clap::Args)]
 pub struct ServeArgs {
     #[command(flatten)]
     pub policy: super::PolicyArg,
+
+    /// Host environment variables to hand to the sandbox, by name (comma-separated; in
+    /// addition to the policy's env.pass_through). Unset ones are skipped with a warning.
+    #[arg(long, value_name = "KEY1,KEY2", value_delimiter = ',')]
+    pub pass_through_env: Vec<String>,
 }
 
-pub fn main(_args: ServeArgs) -> ExitCode {
-    eprintln!("serve: not built yet");
-    ExitCode::from(super::EXIT_USAGE)
+/// How long the runtime may take to wind down once the session is over: a read of stdin
+/// blocked in a worker thread must not keep the process alive.
+const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(2);
+
+pub fn main(args: ServeArgs) -> ExitCode {
+    init_logging();
+    let policy = match args.policy.load() {
+        Ok(policy) => policy,
+        Err(code) => return code,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let end = runtime.block_on(async {
+        let names = mcp::pass_through_names(&policy.env.pass_through, &args.pass_through_env);
+        let env = mcp::resolve_env(&names, |name| std::env::var(name).ok());
+        tracing::info!(policy = %policy.name, network = policy.network.as_str(), "serving MCP on stdio");
+        let server = CodeSandboxServer::new(policy, env);
+        let stop = CancellationToken::new();
+        tokio::spawn(stop_on_signal(stop.clone()));
+        let (stdin, stdout) = rmcp::transport::stdio_pipes();
+        mcp::serve(server, stdin, stdout, stop).await
+    });
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    match end {
+        mcp::ServeEnd::InputClosed | mcp::ServeEnd::Stopped => ExitCode::SUCCESS,
+        mcp::ServeEnd::Failed => ExitCode::FAILURE,
+    }
+}
+
+/// Logs to stderr only, filtered by `RUST_LOG` (default: info for this crate, warnings
+/// for the rest), without colours: clients show the stream in their own log views.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,code_sandbox_mcp=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// Cancels `stop` on the first SIGINT or SIGTERM.
+async fn stop_on_signal(stop: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut interrupt), Ok(mut terminate)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            tracing::warn!("cannot listen for signals; stop the server by closing its stdin");
+            return;
+        };
+        tokio::select! {
+            _ = interrupt.recv() => tracing::info!("SIGINT: shutting down"),
+            _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            tracing::info!("Ctrl-C: shutting down");
+        }
+    }
+    stop.cancel();
 }

@@ -1,0 +1,175 @@
+//! The MCP server: `run_python_code`, `run_javascript_code` and `check_code` over rmcp.
+//!
+//! One [`CodeSandboxServer`] serves one client for the life of the process. Its tool
+//! descriptions are built from the policy at startup (`describe`), every call is checked
+//! by the policy before the sandbox sees it (`tools`), and results carry both structured
+//! content and a text rendering (`types`, `render`). [`serve`] runs it over any byte
+//! stream pair and removes every container when the stream ends or `stop` fires.
+
+mod describe;
+mod env;
+mod progress;
+mod render;
+mod sanitize;
+mod tools;
+mod types;
+
+pub use env::{pass_through_names, resolve as resolve_env};
+pub use sanitize::sanitized;
+pub use types::{CheckCodeArgs, CheckResult, RunCodeArgs, RunResult, RunStatus};
+
+use crate::analysis::Language;
+use crate::policy::{Policy, PolicyEngine};
+use crate::sandbox::Sandbox;
+use rmcp::handler::server::tool::ToolRouter;
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{tool_handler, ServerHandler, ServiceExt};
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::sync::CancellationToken;
+
+/// The server's state, shared (cheaply cloned) by every request.
+#[derive(Clone)]
+pub struct CodeSandboxServer {
+    engine: PolicyEngine,
+    sandbox: Sandbox,
+    /// Host variables handed to every run (already resolved and filtered).
+    env: Arc<[(String, String)]>,
+    /// Cancelled on shutdown: every run in flight is a child of it.
+    stop: CancellationToken,
+    tool_router: ToolRouter<Self>,
+    instructions: Arc<str>,
+}
+
+impl CodeSandboxServer {
+    /// A server for `policy`, handing `env` to every run. Does no I/O.
+    pub fn new(policy: Policy, env: Vec<(String, String)>) -> CodeSandboxServer {
+        let policy = Arc::new(policy);
+        let env_names: Vec<String> = env.iter().map(|(name, _)| name.clone()).collect();
+        let mut tool_router = Self::tool_router();
+        for (name, route) in tool_router.map.iter_mut() {
+            let (description, annotations) = match name.as_ref() {
+                "run_python_code" => (
+                    describe::run_tool_description(&policy, Language::Python, &env_names),
+                    describe::run_tool_annotations(&policy, Language::Python),
+                ),
+                "run_javascript_code" => (
+                    describe::run_tool_description(&policy, Language::JavaScript, &env_names),
+                    describe::run_tool_annotations(&policy, Language::JavaScript),
+                ),
+                _ => (
+                    describe::check_tool_description(&policy),
+                    describe::check_tool_annotations(),
+                ),
+            };
+            route.attr.description = Some(description.into());
+            route.attr.title = annotations.title.clone();
+            route.attr.annotations = Some(annotations);
+        }
+        CodeSandboxServer {
+            engine: PolicyEngine::new(policy.as_ref().clone()),
+            sandbox: Sandbox::new(policy.clone()),
+            env: env.into(),
+            stop: CancellationToken::new(),
+            tool_router,
+            instructions: describe::server_instructions(&policy).into(),
+        }
+    }
+
+    /// The runtime behind the run tools.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    pub fn policy(&self) -> &Policy {
+        self.engine.policy()
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for CodeSandboxServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut implementation =
+            Implementation::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"));
+        implementation.title = Some("Code Sandbox".to_string());
+        implementation.description = Some(env!("CARGO_PKG_DESCRIPTION").to_string());
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(implementation)
+            .with_instructions(self.instructions.to_string())
+    }
+}
+
+/// How long shutdown waits for a warm-up still in progress.
+const WARM_UP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How a [`serve`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeEnd {
+    /// The client closed the input (stdin EOF).
+    InputClosed,
+    /// `stop` fired (a signal, in the binary).
+    Stopped,
+    /// The connection failed before or during the handshake; logged.
+    Failed,
+}
+
+/// Serves `server` over `reader`/`writer` until the input ends or `stop` is cancelled,
+/// then cancels every run in flight and removes every container (`Sandbox::shutdown`).
+///
+/// The warm pool fills in the background: `initialize` is answered at once, and a daemon
+/// that is down does not keep the server from starting.
+pub async fn serve<R, W>(
+    server: CodeSandboxServer,
+    reader: R,
+    writer: W,
+    stop: CancellationToken,
+) -> ServeEnd
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let sandbox = server.sandbox.clone();
+    let server_stop = server.stop.clone();
+    let warm = {
+        let sandbox = sandbox.clone();
+        tokio::spawn(async move { sandbox.warm_up().await })
+    };
+    let end = match server
+        .serve_with_ct((sanitized(reader), writer), stop.child_token())
+        .await
+    {
+        Ok(running) => match running.waiting().await {
+            Ok(reason) => {
+                tracing::info!(?reason, "MCP session ended");
+                if stop.is_cancelled() {
+                    ServeEnd::Stopped
+                } else {
+                    ServeEnd::InputClosed
+                }
+            }
+            Err(error) => {
+                tracing::error!(%error, "the MCP session task failed");
+                ServeEnd::Failed
+            }
+        },
+        Err(error) if stop.is_cancelled() => {
+            tracing::info!(%error, "stopped before the MCP handshake finished");
+            ServeEnd::Stopped
+        }
+        Err(error) => {
+            tracing::error!(%error, "the MCP handshake failed");
+            ServeEnd::Failed
+        }
+    };
+    server_stop.cancel();
+    // Let a warm-up in progress finish registering what it started, so that `shutdown`
+    // sees it; but a slow one (an image pull) must not hold the exit.
+    match tokio::time::timeout(WARM_UP_GRACE, warm).await {
+        Ok(Err(error)) => tracing::warn!(%error, "warming the pool failed"),
+        Ok(Ok(())) => {}
+        Err(_) => tracing::warn!("warm-up still running at shutdown; removing containers anyway"),
+    }
+    sandbox.shutdown().await;
+    tracing::info!("every container removed; bye");
+    end
+}

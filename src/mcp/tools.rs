@@ -1,0 +1,235 @@
+//! The three tools: check, then (for the run tools) dispatch to the sandbox and shape
+//! the outcome into a tool result with both structured content and text.
+//!
+//! Every failure a model can do something about is a tool result with `isError: true`
+//! (a denial, an oversize snippet, a daemon that is down), never a JSON-RPC error: a
+//! protocol error would reach the client's code, not the model that wrote the snippet.
+
+use super::progress::ProgressReporter;
+use super::render;
+use super::types::{CheckCodeArgs, CheckResult, RunCodeArgs, RunResult, RunStatus};
+use super::CodeSandboxServer;
+use crate::analysis::Language;
+use crate::policy::{InputError, PolicyEngine, Report};
+use crate::sandbox::{RunRequest, SandboxError};
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, RoleServer};
+use serde::Serialize;
+use std::time::Duration;
+
+// The descriptions and annotations written here are placeholders: `CodeSandboxServer::new`
+// replaces them with ones built from the policy in force (see `describe`).
+#[tool_router(vis = "pub(super)")]
+impl CodeSandboxServer {
+    /// Run Python code in the sandbox.
+    #[tool(name = "run_python_code", output_schema = schema_for_output::<RunResult>())]
+    async fn run_python_code(
+        &self,
+        Parameters(args): Parameters<RunCodeArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let result = self.run_code(Language::Python, args, context).await;
+        tool_result(&result, render::run_result(&result), result.is_error())
+    }
+
+    /// Run JavaScript code in the sandbox.
+    #[tool(name = "run_javascript_code", output_schema = schema_for_output::<RunResult>())]
+    async fn run_javascript_code(
+        &self,
+        Parameters(args): Parameters<RunCodeArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let result = self.run_code(Language::JavaScript, args, context).await;
+        tool_result(&result, render::run_result(&result), result.is_error())
+    }
+
+    /// Check code against the sandbox policy without running it.
+    #[tool(name = "check_code", output_schema = schema_for_output::<CheckResult>())]
+    async fn check_code(&self, Parameters(args): Parameters<CheckCodeArgs>) -> CallToolResult {
+        if let Some(reason) = args.invalid_utf8 {
+            return input_error(&reason);
+        }
+        match check(self.engine.clone(), args.language, args.code).await {
+            Ok(report) => {
+                let result = CheckResult {
+                    allowed: !report.denied(),
+                    findings: report.findings,
+                    language: args.language,
+                    policy: self.engine.policy().name.clone(),
+                };
+                tool_result(&result, render::check_result(&result), false)
+            }
+            Err(error) => input_error(&error.to_string()),
+        }
+    }
+}
+
+impl CodeSandboxServer {
+    /// Check, then run: the body of both run tools.
+    async fn run_code(
+        &self,
+        language: Language,
+        args: RunCodeArgs,
+        context: RequestContext<RoleServer>,
+    ) -> RunResult {
+        let policy = self.engine.policy();
+        let not_run = |status: RunStatus, message: String| {
+            let mut result = RunResult::not_run(status, language, &policy.name);
+            result.message = Some(message);
+            result
+        };
+        if let Some(reason) = args.invalid_utf8 {
+            return not_run(RunStatus::InvalidInput, reason);
+        }
+        let limit = policy.limits.timeout();
+        let timeout = match effective_timeout(args.timeout, limit) {
+            Ok(timeout) => timeout,
+            Err(message) => return not_run(RunStatus::InvalidInput, message),
+        };
+        let report = match check(self.engine.clone(), language, args.code.clone()).await {
+            Ok(report) => report,
+            Err(error) => return not_run(RunStatus::InvalidInput, error.to_string()),
+        };
+        if report.denied() {
+            let mut result = RunResult::not_run(RunStatus::Denied, language, &policy.name);
+            result.message = Some("the sandbox policy denied this code; see findings".to_string());
+            result.findings = report.findings;
+            return result;
+        }
+
+        // The run stops when the client cancels this request or the server shuts down.
+        let cancel = self.stop.child_token();
+        let _link = {
+            let request = context.ct.clone();
+            let cancel = cancel.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                request.cancelled().await;
+                cancel.cancel();
+            }))
+        };
+        let _progress = ProgressReporter::start(
+            context.peer.clone(),
+            context.meta.get_progress_token(),
+            timeout,
+        );
+        let request = RunRequest {
+            language,
+            code: args.code,
+            timeout: Some(timeout),
+            env: self.env.to_vec(),
+        };
+        tracing::debug!(%language, timeout_ms = timeout.as_millis() as u64, "dispatching to the sandbox");
+        match self.sandbox.run(request, cancel).await {
+            Ok(outcome) => RunResult::completed(outcome, report.findings, language, &policy.name),
+            Err(SandboxError::Cancelled) => not_run(
+                RunStatus::Cancelled,
+                "the call was cancelled and the run killed".into(),
+            ),
+            Err(error) => {
+                tracing::warn!(%error, "the sandbox could not run a snippet");
+                not_run(RunStatus::EngineError, engine_error_message(&error))
+            }
+        }
+    }
+}
+
+/// The policy check, off the async workers: parsing a large snippet takes a while.
+async fn check(
+    engine: PolicyEngine,
+    language: Language,
+    code: String,
+) -> Result<Report, InputError> {
+    match tokio::task::spawn_blocking(move || engine.check(language, &code)).await {
+        Ok(result) => result,
+        Err(join_error) => std::panic::resume_unwind(join_error.into_panic()),
+    }
+}
+
+/// The wanted timeout, capped by the policy's; an unusable value is refused rather than
+/// silently replaced, so the model learns the argument's meaning.
+fn effective_timeout(wanted: Option<f64>, limit: Duration) -> Result<Duration, String> {
+    match wanted {
+        None => Ok(limit),
+        Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
+            Ok(Duration::try_from_secs_f64(seconds)
+                .unwrap_or(limit)
+                .min(limit))
+        }
+        Some(seconds) => Err(format!(
+            "timeout must be a positive number of seconds (at most {}), not {seconds}",
+            limit.as_secs_f64()
+        )),
+    }
+}
+
+/// An engine failure in words a user can act on; the server stays up either way.
+fn engine_error_message(error: &SandboxError) -> String {
+    let hint = match error {
+        SandboxError::EngineUnreachable(_) => {
+            "Start Docker (or Podman) on this machine, then call the tool again: the server \
+             keeps running and connects on the next call."
+        }
+        SandboxError::ImageUnavailable(_) => {
+            "Pull the image (docker pull IMAGE) or set the policy's `images` to one that exists \
+             locally, then call the tool again."
+        }
+        SandboxError::Engine(_) | SandboxError::Cancelled => "Calling the tool again may succeed.",
+    };
+    format!("the sandbox could not run the code: {error}. {hint}")
+}
+
+/// A tool result with `value` as structured content and `text` as its rendering.
+fn tool_result<T: Serialize>(value: &T, text: String, is_error: bool) -> CallToolResult {
+    match serde_json::to_value(value) {
+        Ok(structured) => {
+            let mut result = if is_error {
+                CallToolResult::structured_error(structured)
+            } else {
+                CallToolResult::structured(structured)
+            };
+            result.content = vec![ContentBlock::text(text)];
+            result
+        }
+        Err(error) => {
+            CallToolResult::error(vec![ContentBlock::text(format!("internal error: {error}"))])
+        }
+    }
+}
+
+/// A `check_code` call whose input cannot be checked at all.
+fn input_error(reason: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "The code could not be checked: {reason}"
+    ))])
+}
+
+/// Aborts a helper task when the call it serves is over.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_caps_the_timeout() {
+        let limit = Duration::from_secs(30);
+        assert_eq!(effective_timeout(None, limit), Ok(limit));
+        assert_eq!(
+            effective_timeout(Some(2.5), limit),
+            Ok(Duration::from_millis(2500))
+        );
+        assert_eq!(effective_timeout(Some(999.0), limit), Ok(limit));
+        assert!(effective_timeout(Some(0.0), limit).is_err());
+        assert!(effective_timeout(Some(-1.0), limit).is_err());
+        assert!(effective_timeout(Some(f64::NAN), limit).is_err());
+    }
+}

@@ -1,0 +1,182 @@
+//! The tools' arguments and structured results. Their JSON schemas are the tools'
+//! `inputSchema` and `outputSchema`, so field docs here are what a model reads.
+
+use crate::analysis::Language;
+use crate::policy::Finding;
+use crate::sandbox::RunOutcome;
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Arguments of `run_python_code` and `run_javascript_code`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct RunCodeArgs {
+    /// The complete program to run, as it would be saved to a file.
+    pub code: String,
+    /// Wall-clock limit in seconds for this run. The policy's limit caps it; leave it
+    /// out to get the policy's limit.
+    #[serde(default, deserialize_with = "lenient_seconds")]
+    pub timeout: Option<f64>,
+    /// Set by the server itself when the request carried code that is not valid UTF-8
+    /// (see `sanitize`); never part of the advertised schema.
+    #[serde(default, rename = "__invalid_utf8")]
+    #[schemars(skip)]
+    pub invalid_utf8: Option<String>,
+}
+
+/// Arguments of `check_code`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct CheckCodeArgs {
+    /// The snippet to check.
+    pub code: String,
+    /// The snippet's language.
+    pub language: Language,
+    /// See [`RunCodeArgs::invalid_utf8`].
+    #[serde(default, rename = "__invalid_utf8")]
+    #[schemars(skip)]
+    pub invalid_utf8: Option<String>,
+}
+
+/// What became of a run request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The code ran; see exit_code, timed_out and oom_killed for how it ended.
+    Completed,
+    /// The policy denied the code; nothing ran. `findings` says why.
+    Denied,
+    /// The request itself was unusable (code too large, not UTF-8, bad timeout).
+    InvalidInput,
+    /// The container engine could not run it (daemon down, image missing); `message`
+    /// says what to do. A later call can succeed.
+    EngineError,
+    /// The client cancelled the call; the run was killed.
+    Cancelled,
+}
+
+/// The structured result of `run_python_code` and `run_javascript_code`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct RunResult {
+    pub status: RunStatus,
+    /// The program's exit code; null when it did not run. 137 when it was killed.
+    pub exit_code: Option<i64>,
+    /// Everything the program wrote to stdout (up to the output limit).
+    pub stdout: String,
+    /// Everything the program wrote to stderr (up to the output limit).
+    pub stderr: String,
+    /// The wall-clock limit was reached and the run was killed.
+    pub timed_out: bool,
+    /// The memory limit was reached and the run was killed.
+    pub oom_killed: bool,
+    /// Output went past the output limit and was cut.
+    pub truncated: bool,
+    /// How long the run took, in milliseconds (0 when it did not run).
+    pub duration_ms: u64,
+    /// What the policy check found, each with its action: the `deny` ones are why a
+    /// `denied` run did not run; `warn` ones ride along with a completed run.
+    pub findings: Vec<Finding>,
+    /// Why the code did not run, when status is not `completed`.
+    pub message: Option<String>,
+    pub language: Language,
+    /// The name of the policy in force.
+    pub policy: String,
+}
+
+impl RunResult {
+    /// A result for code that did not run.
+    pub fn not_run(status: RunStatus, language: Language, policy: &str) -> RunResult {
+        RunResult {
+            status,
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            timed_out: false,
+            oom_killed: false,
+            truncated: false,
+            duration_ms: 0,
+            findings: Vec::new(),
+            message: None,
+            language,
+            policy: policy.to_string(),
+        }
+    }
+
+    /// A result for code that ran.
+    pub fn completed(
+        outcome: RunOutcome,
+        findings: Vec<Finding>,
+        language: Language,
+        policy: &str,
+    ) -> RunResult {
+        RunResult {
+            status: RunStatus::Completed,
+            exit_code: Some(outcome.exit_code),
+            stdout: outcome.stdout,
+            stderr: outcome.stderr,
+            timed_out: outcome.timed_out,
+            oom_killed: outcome.oom_killed,
+            truncated: outcome.truncated,
+            duration_ms: outcome.duration_ms,
+            findings,
+            message: None,
+            language,
+            policy: policy.to_string(),
+        }
+    }
+
+    /// True for every status but `completed`: the MCP result carries `isError`.
+    pub fn is_error(&self) -> bool {
+        self.status != RunStatus::Completed
+    }
+}
+
+/// The structured result of `check_code`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct CheckResult {
+    /// True when run_python_code / run_javascript_code would run this code.
+    pub allowed: bool,
+    /// Every finding, denials and warnings, in source order.
+    pub findings: Vec<Finding>,
+    pub language: Language,
+    /// The name of the policy in force.
+    pub policy: String,
+}
+
+/// Accepts a number of seconds, or a string holding one: some clients (the MCP
+/// Inspector's CLI among them) pass every argument as a string.
+fn lenient_seconds<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrText {
+        Number(f64),
+        Text(String),
+    }
+    match Option::<NumberOrText>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(NumberOrText::Number(seconds)) => Ok(Some(seconds)),
+        Some(NumberOrText::Text(text)) if text.trim().is_empty() => Ok(None),
+        Some(NumberOrText::Text(text)) => text.trim().parse::<f64>().map(Some).map_err(|_| {
+            serde::de::Error::custom(format!("timeout must be a number of seconds, not `{text}`"))
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_is_a_number_or_a_numeric_string() {
+        let parse = |json: &str| serde_json::from_str::<RunCodeArgs>(json).map(|a| a.timeout);
+        assert_eq!(parse(r#"{"code":"x"}"#).unwrap(), None);
+        assert_eq!(parse(r#"{"code":"x","timeout":2.5}"#).unwrap(), Some(2.5));
+        assert_eq!(parse(r#"{"code":"x","timeout":"3"}"#).unwrap(), Some(3.0));
+        assert_eq!(parse(r#"{"code":"x","timeout":null}"#).unwrap(), None);
+        assert!(parse(r#"{"code":"x","timeout":"soon"}"#).is_err());
+    }
+
+    #[test]
+    fn the_hidden_marker_is_not_advertised() {
+        let schema = serde_json::to_string(&schemars::schema_for!(RunCodeArgs)).unwrap();
+        assert!(!schema.contains("__invalid_utf8"), "{schema}");
+    }
+}
