@@ -1,0 +1,595 @@
+//! The MCP server driven over JSON-RPC lines: in-process over in-memory pipes, and as
+//! the real binary over its stdio (signals, stdout hygiene, a daemon that is down).
+//!
+//! Tests that run code need Docker (`common::docker_ready()`); container assertions use
+//! an image tag of their own (`support::TestImage`), so tests running in parallel, here
+//! or elsewhere on the machine, do not confuse them.
+
+mod common;
+#[path = "e2e/support.rs"]
+mod support;
+
+use code_sandbox_mcp::mcp::{self, CodeSandboxServer, ServeEnd};
+use code_sandbox_mcp::policy::Policy;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Stdio;
+use support::{text_of, RpcClient, TestImage};
+use tokio::io::DuplexStream;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+type Client = RpcClient<DuplexStream, DuplexStream>;
+
+/// A server for the policy at `path`, served in this process over in-memory pipes.
+struct InProcess {
+    client: Client,
+    stop: CancellationToken,
+    served: JoinHandle<ServeEnd>,
+}
+
+impl InProcess {
+    async fn start(policy_path: &Path, env: Vec<(String, String)>) -> InProcess {
+        let policy = Policy::discover(Some(policy_path.to_str().unwrap()), Path::new("."))
+            .expect("load the test policy");
+        InProcess::start_with(policy, env).await
+    }
+
+    async fn start_with(policy: Policy, env: Vec<(String, String)>) -> InProcess {
+        let (client_writer, server_reader) = tokio::io::duplex(1 << 20);
+        let (server_writer, client_reader) = tokio::io::duplex(1 << 20);
+        let stop = CancellationToken::new();
+        let server = CodeSandboxServer::new(policy, env);
+        let served = tokio::spawn(mcp::serve(
+            server,
+            server_reader,
+            server_writer,
+            stop.clone(),
+        ));
+        let mut client = RpcClient::new(client_reader, client_writer);
+        let info = client.initialize().await;
+        assert_eq!(info["serverInfo"]["name"], "code-sandbox-mcp", "{info}");
+        InProcess {
+            client,
+            stop,
+            served,
+        }
+    }
+
+    /// Closes the input as a client going away does, and waits for the server to finish.
+    async fn close(mut self) -> ServeEnd {
+        self.client.close_input().await;
+        self.served.await.expect("the server task")
+    }
+}
+
+fn local_policy() -> std::path::PathBuf {
+    common::local_image_policy()
+}
+
+/// The structured content of a tool result.
+fn structured(result: &Value) -> &Value {
+    assert!(
+        result["structuredContent"].is_object(),
+        "no structured content: {result}"
+    );
+    &result["structuredContent"]
+}
+
+fn is_error(result: &Value) -> bool {
+    result["isError"] == true
+}
+
+#[tokio::test]
+async fn initialize_answers_and_the_tools_describe_the_policy() {
+    let mut server =
+        InProcess::start(&local_policy(), vec![("SANDBOX_TOKEN".into(), "x".into())]).await;
+    let tools = server.client.request("tools/list", json!({})).await;
+    let tools = tools["result"]["tools"]
+        .as_array()
+        .expect("a tool list")
+        .clone();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["check_code", "run_javascript_code", "run_python_code"]
+    );
+    for tool in &tools {
+        let description = tool["description"].as_str().unwrap();
+        assert!(description.contains("policy"), "{description}");
+        assert!(
+            tool["outputSchema"]["properties"]["findings"].is_object(),
+            "{tool}"
+        );
+        assert!(
+            tool["outputSchema"]["properties"]["policy"].is_object(),
+            "{tool}"
+        );
+        assert_eq!(
+            tool["annotations"]["openWorldHint"], false,
+            "network is none: {tool}"
+        );
+    }
+    let run = &tools[2];
+    let description = run["description"].as_str().unwrap();
+    for fact in [
+        "Network: none",
+        "512MiB",
+        "30s",
+        "process-exec",
+        "subprocess",
+        "SANDBOX_TOKEN",
+    ] {
+        assert!(
+            description.contains(fact),
+            "`{fact}` missing from: {description}"
+        );
+    }
+    for field in [
+        "exit_code",
+        "stdout",
+        "stderr",
+        "timed_out",
+        "oom_killed",
+        "truncated",
+        "duration_ms",
+    ] {
+        assert!(
+            run["outputSchema"]["properties"][field].is_object(),
+            "{field} missing: {run}"
+        );
+    }
+    assert_eq!(run["inputSchema"]["required"], json!(["code"]));
+    assert_eq!(tools[0]["annotations"]["readOnlyHint"], true);
+    assert_eq!(run["annotations"]["readOnlyHint"], false);
+    assert_eq!(server.close().await, ServeEnd::InputClosed);
+}
+
+#[tokio::test]
+async fn a_network_policy_makes_the_run_tools_open_world() {
+    let mut policy = Policy::preset("default").unwrap();
+    policy.network = code_sandbox_mcp::policy::NetworkMode::Bridge;
+    let mut server = InProcess::start_with(policy, vec![]).await;
+    let tools = server.client.request("tools/list", json!({})).await;
+    for tool in tools["result"]["tools"].as_array().unwrap() {
+        let open = tool["name"] != "check_code";
+        assert_eq!(tool["annotations"]["openWorldHint"], open, "{tool}");
+    }
+    server.close().await;
+}
+
+#[tokio::test]
+async fn check_code_reports_findings_without_running_anything() {
+    let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let result = server
+        .client
+        .call_tool(
+            "check_code",
+            json!({"code": "import os\nos.system('ls')\n", "language": "python"}),
+        )
+        .await;
+    assert!(!is_error(&result), "{result}");
+    let check = structured(&result);
+    assert_eq!(check["allowed"], false, "{result}");
+    let finding = &check["findings"][0];
+    assert_eq!(finding["rule"], "process-exec", "{result}");
+    assert_eq!(finding["line"], 2, "{result}");
+    assert!(text_of(&result).contains("process-exec"), "{result}");
+
+    let result = server
+        .client
+        .call_tool(
+            "check_code",
+            json!({"code": "console.log(1)", "language": "javascript"}),
+        )
+        .await;
+    assert_eq!(structured(&result)["allowed"], true, "{result}");
+    server.close().await;
+}
+
+#[tokio::test]
+async fn a_denial_runs_nothing_and_names_rule_line_and_column() {
+    let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let result = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": "print('before')\nimport subprocess\nsubprocess.run(['ls'])\n"}),
+        )
+        .await;
+    assert!(is_error(&result), "{result}");
+    let run = structured(&result);
+    assert_eq!(run["status"], "denied", "{result}");
+    assert_eq!(run["exit_code"], Value::Null, "{result}");
+    assert_eq!(run["stdout"], "", "nothing ran: {result}");
+    let finding = run["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "process-exec")
+        .expect("a process-exec finding");
+    assert_eq!(finding["line"], 2, "{result}");
+    assert!(finding["column"].as_u64().unwrap() >= 1, "{result}");
+    let text = text_of(&result);
+    assert!(
+        text.contains("nothing was run") && text.contains("line 2"),
+        "{text}"
+    );
+    server.close().await;
+}
+
+#[tokio::test]
+async fn oversize_and_non_utf8_code_are_error_results_and_the_server_stays_up() {
+    let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let huge = "x = 1\n".repeat(100_000);
+    let result = server
+        .client
+        .call_tool("run_python_code", json!({"code": huge}))
+        .await;
+    assert!(is_error(&result), "{result}");
+    assert_eq!(structured(&result)["status"], "invalid_input");
+    assert!(
+        text_of(&result).contains("limits.code"),
+        "{}",
+        text_of(&result)
+    );
+
+    // A lone surrogate is valid JSON syntax but not Unicode: it must be answered.
+    let id = 4242;
+    server
+        .client
+        .send_line(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"run_javascript_code","arguments":{{"code":"console.log('\udc80')"}}}}}}"#
+        ))
+        .await;
+    let response = server.client.response(id).await;
+    let result = &response["result"];
+    assert!(is_error(result), "{response}");
+    assert!(text_of(result).contains("not valid UTF-8"), "{response}");
+
+    let result = server
+        .client
+        .call_tool("check_code", json!({"code": huge, "language": "python"}))
+        .await;
+    assert!(is_error(&result), "{result}");
+
+    let result = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": "print(1)", "timeout": -3}),
+        )
+        .await;
+    assert!(is_error(&result), "{result}");
+    assert!(text_of(&result).contains("timeout"), "{result}");
+
+    let pong = server.client.request("ping", json!({})).await;
+    assert!(pong.get("result").is_some(), "{pong}");
+    server.close().await;
+}
+
+#[tokio::test]
+async fn python_and_javascript_runs_return_exit_code_and_both_streams() {
+    if !common::docker_ready() {
+        return;
+    }
+    let mut server = InProcess::start(
+        &local_policy(),
+        vec![("SANDBOX_GREETING".into(), "hello".into())],
+    )
+    .await;
+    let result = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": "import os, sys\nprint(os.environ.get('SANDBOX_GREETING'), 6 * 7)\nprint('oops', file=sys.stderr)\n"}),
+        )
+        .await;
+    assert!(!is_error(&result), "{result}");
+    let run = structured(&result);
+    assert_eq!(run["status"], "completed", "{result}");
+    assert_eq!(run["exit_code"], 0, "{result}");
+    assert_eq!(run["stdout"], "hello 42\n", "{result}");
+    assert_eq!(run["stderr"], "oops\n", "{result}");
+    assert_eq!(run["language"], "python");
+    assert!(text_of(&result).contains("hello 42"), "{result}");
+
+    let result = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({"code": "console.log('out'); console.error('err'); process.exit(3);"}),
+        )
+        .await;
+    assert!(
+        !is_error(&result),
+        "a failing program is still a completed run: {result}"
+    );
+    let run = structured(&result);
+    assert_eq!(run["exit_code"], 3, "{result}");
+    assert_eq!(run["stdout"], "out\n", "{result}");
+    assert_eq!(run["stderr"], "err\n", "{result}");
+    let text = text_of(&result);
+    assert!(
+        text.starts_with("exit code 3") && text.contains("out") && text.contains("err"),
+        "{text}"
+    );
+    server.close().await;
+}
+
+#[tokio::test]
+async fn warnings_ride_along_with_a_successful_run() {
+    if !common::docker_ready() {
+        return;
+    }
+    let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let result = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": "import socket\nprint('ran')\n"}),
+        )
+        .await;
+    assert!(!is_error(&result), "{result}");
+    let run = structured(&result);
+    assert_eq!(run["stdout"], "ran\n", "{result}");
+    assert_eq!(run["findings"][0]["rule"], "network", "{result}");
+    assert_eq!(run["findings"][0]["action"], "warn", "{result}");
+    server.close().await;
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_run_and_progress_is_reported_meanwhile() {
+    if !common::docker_ready() {
+        return;
+    }
+    let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let id = server
+        .client
+        .start_request(
+            "tools/call",
+            json!({
+                "name": "run_python_code",
+                "arguments": {"code": "print('started', flush=True)\nwhile True:\n    pass\n", "timeout": 3},
+                "_meta": {"progressToken": "tick"}
+            }),
+        )
+        .await;
+    let response = server.client.response(id).await;
+    let result = &response["result"];
+    let run = structured(result);
+    assert_eq!(run["status"], "completed", "{response}");
+    assert_eq!(run["timed_out"], true, "{response}");
+    assert_eq!(
+        run["stdout"], "started\n",
+        "output before the kill is kept: {response}"
+    );
+    let progress: Vec<&Value> = server
+        .client
+        .notifications
+        .iter()
+        .filter(|n| {
+            n["method"] == "notifications/progress" && n["params"]["progressToken"] == "tick"
+        })
+        .collect();
+    assert!(
+        !progress.is_empty(),
+        "a 3 s run reports progress: {:?}",
+        server.client.notifications
+    );
+    assert_eq!(progress[0]["params"]["total"], 3.0, "{progress:?}");
+    server.close().await;
+}
+
+#[tokio::test]
+async fn cancelling_a_call_kills_the_run_and_removes_its_container() {
+    if !common::docker_ready() {
+        return;
+    }
+    // No warm pool: every container of this tag belongs to a run.
+    let image = TestImage::new("cancel", 0);
+    let mut server = InProcess::start(&image.policy_path, vec![]).await;
+    let id = server
+        .client
+        .start_request(
+            "tools/call",
+            json!({"name": "run_python_code", "arguments": {"code": "import time\ntime.sleep(600)\n"}}),
+        )
+        .await;
+    let running = image.wait_for_containers(|c| !c.is_empty()).await;
+    assert!(!running.is_empty(), "the run never started a container");
+    server
+        .client
+        .send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "test"}}))
+        .await;
+    let left = image.wait_for_containers(|c| c.is_empty()).await;
+    assert!(
+        left.is_empty(),
+        "the cancelled run's container is still there: {left:?}"
+    );
+
+    // The server goes on serving.
+    let result = server
+        .client
+        .call_tool("run_python_code", json!({"code": "print('after')"}))
+        .await;
+    assert_eq!(structured(&result)["stdout"], "after\n", "{result}");
+    server.close().await;
+    assert!(image.containers().is_empty());
+}
+
+#[tokio::test]
+async fn end_of_input_removes_every_container() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = TestImage::new("eof", 2);
+    let mut server = InProcess::start(&image.policy_path, vec![]).await;
+    let result = server
+        .client
+        .call_tool("run_javascript_code", json!({"code": "console.log(1 + 1)"}))
+        .await;
+    assert_eq!(structured(&result)["stdout"], "2\n", "{result}");
+    assert_eq!(server.close().await, ServeEnd::InputClosed);
+    assert!(
+        image.containers().is_empty(),
+        "left behind: {:?}",
+        image.containers()
+    );
+}
+
+#[tokio::test]
+async fn stop_cancels_a_run_in_flight_and_removes_every_container() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = TestImage::new("stop", 1);
+    let mut server = InProcess::start(&image.policy_path, vec![]).await;
+    server
+        .client
+        .start_request(
+            "tools/call",
+            json!({"name": "run_python_code", "arguments": {"code": "import time\ntime.sleep(600)\n"}}),
+        )
+        .await;
+    image.wait_for_containers(|c| !c.is_empty()).await;
+    server.stop.cancel();
+    assert_eq!(server.served.await.unwrap(), ServeEnd::Stopped);
+    assert!(
+        image.containers().is_empty(),
+        "left behind: {:?}",
+        image.containers()
+    );
+}
+
+#[tokio::test]
+async fn a_missing_image_is_an_error_result_and_the_next_call_succeeds() {
+    if !common::docker_ready() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("code-sandbox-mcp-missing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy_path = dir.join("policy.yaml");
+    std::fs::write(
+        &policy_path,
+        "version: 1\nextends: default\npool: {size: 0}\nimages:\n  python: code-sandbox-mcp-runtime:no-such-tag\n  \
+         javascript: code-sandbox-mcp-runtime:local\n",
+    )
+    .unwrap();
+    let mut server = InProcess::start(&policy_path, vec![]).await;
+    let result = server
+        .client
+        .call_tool("run_python_code", json!({"code": "print(1)"}))
+        .await;
+    assert!(is_error(&result), "{result}");
+    assert_eq!(structured(&result)["status"], "engine_error", "{result}");
+    assert!(
+        text_of(&result).contains("no-such-tag"),
+        "the message names the image: {result}"
+    );
+    let result = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({"code": "console.log('fine')"}),
+        )
+        .await;
+    assert_eq!(structured(&result)["stdout"], "fine\n", "{result}");
+    server.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+// ---- the real binary over its stdio ----
+
+/// The binary started as an MCP client starts it: `code-sandbox-mcp` with no arguments.
+fn spawn_binary(policy: &Path, extra_env: &[(&str, &str)]) -> tokio::process::Child {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_code-sandbox-mcp"));
+    command
+        .env("CODE_SANDBOX_POLICY", policy)
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (key, value) in extra_env {
+        command.env(key, value);
+    }
+    command.spawn().expect("start the binary")
+}
+
+type ProcessClient = RpcClient<tokio::process::ChildStdout, tokio::process::ChildStdin>;
+
+fn process_client(child: &mut tokio::process::Child) -> ProcessClient {
+    RpcClient::new(child.stdout.take().unwrap(), child.stdin.take().unwrap())
+}
+
+#[tokio::test]
+async fn the_binary_starts_and_answers_while_the_daemon_is_down() {
+    let dir = std::env::temp_dir();
+    let socket = dir.join(format!("no-docker-here-{}.sock", std::process::id()));
+    let host = format!("unix://{}", socket.display());
+    let mut child = spawn_binary(&local_policy(), &[("DOCKER_HOST", &host)]);
+    let mut client = process_client(&mut child);
+    let info = client.initialize().await;
+    assert!(info["capabilities"]["tools"].is_object(), "{info}");
+    let result = client
+        .call_tool("run_python_code", json!({"code": "print(1)"}))
+        .await;
+    assert!(is_error(&result), "{result}");
+    assert_eq!(structured(&result)["status"], "engine_error", "{result}");
+    let result = client
+        .call_tool(
+            "check_code",
+            json!({"code": "print(1)", "language": "python"}),
+        )
+        .await;
+    assert!(!is_error(&result), "checking needs no daemon: {result}");
+    client.close_input().await;
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "exit status {status}");
+}
+
+#[tokio::test]
+async fn sigterm_removes_every_container_and_exits_zero_with_only_json_rpc_on_stdout() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = TestImage::new("sigterm", 2);
+    let mut child = spawn_binary(&image.policy_path, &[]);
+    let mut client = process_client(&mut child);
+    client.initialize().await;
+    let result = client
+        .call_tool("run_python_code", json!({"code": "print('hi')"}))
+        .await;
+    assert_eq!(structured(&result)["stdout"], "hi\n", "{result}");
+    // A run in flight when the signal comes is killed too.
+    client
+        .start_request("tools/call", json!({"name": "run_python_code", "arguments": {"code": "import time\ntime.sleep(600)"}}))
+        .await;
+    image.wait_for_containers(|c| !c.is_empty()).await;
+    let pid = child.id().expect("pid").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "exit status {status}");
+    // Every line left on stdout is JSON-RPC too (next_message asserts it).
+    while client.next_message().await.is_some() {}
+    let mut stderr = String::new();
+    use tokio::io::AsyncReadExt;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .await
+        .unwrap();
+    assert!(stderr.contains("SIGTERM"), "logs go to stderr: {stderr}");
+    assert!(
+        image.containers().is_empty(),
+        "left behind: {:?}",
+        image.containers()
+    );
+}
