@@ -62,6 +62,11 @@ impl CodeSandboxServer {
                     describe::check_tool_annotations(),
                 ),
             };
+            route.attr.input_schema =
+                Arc::new(types::without_numeric_formats(&route.attr.input_schema));
+            if let Some(output) = &route.attr.output_schema {
+                route.attr.output_schema = Some(Arc::new(types::without_numeric_formats(output)));
+            }
             route.attr.description = Some(description.into());
             route.attr.title = annotations.title.clone();
             route.attr.annotations = Some(annotations);
@@ -99,8 +104,9 @@ impl ServerHandler for CodeSandboxServer {
     }
 }
 
-/// How long shutdown waits for a warm-up still in progress.
-const WARM_UP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long shutdown waits for a warm-up still in progress. Clients give a server about
+/// two seconds after closing its stdin before they send SIGTERM, then SIGKILL.
+const WARM_UP_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How a [`serve`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +136,16 @@ where
 {
     let sandbox = server.sandbox.clone();
     let server_stop = server.stop.clone();
+    // A stop (a signal) cancels the runs in flight at once, so their calls answer
+    // quickly and the transport's drain of pending responses does not wait on them.
+    let forward_stop = {
+        let (stop, server_stop) = (stop.clone(), server_stop.clone());
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            server_stop.cancel();
+        })
+        .abort_handle()
+    };
     let warm = {
         let sandbox = sandbox.clone();
         tokio::spawn(async move { sandbox.warm_up().await })
@@ -162,6 +178,7 @@ where
         }
     };
     server_stop.cancel();
+    forward_stop.abort();
     // Let a warm-up in progress finish registering what it started, so that `shutdown`
     // sees it; but a slow one (an image pull) must not hold the exit.
     match tokio::time::timeout(WARM_UP_GRACE, warm).await {

@@ -141,6 +141,33 @@ pub struct CheckResult {
     pub policy: String,
 }
 
+/// `schema` without the `format` keywords schemars adds to numbers (`uint32`, `double`…).
+/// They are not JSON Schema formats, and strict validators in clients (the Inspector's
+/// among them) print a warning for each one.
+pub fn without_numeric_formats(
+    schema: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(object) => {
+                let numeric = matches!(object.get("type"), Some(t) if t.to_string().contains("integer") || t.to_string().contains("number"));
+                if numeric {
+                    object.remove("format");
+                }
+                object.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::Value::Object(schema.clone());
+    strip(&mut value);
+    match value {
+        serde_json::Value::Object(object) => object,
+        _ => unreachable!("an object stays an object"),
+    }
+}
+
 /// Accepts a number of seconds, or a string holding one: some clients (the MCP
 /// Inspector's CLI among them) pass every argument as a string.
 fn lenient_seconds<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
@@ -172,6 +199,24 @@ mod tests {
         assert_eq!(parse(r#"{"code":"x","timeout":"3"}"#).unwrap(), Some(3.0));
         assert_eq!(parse(r#"{"code":"x","timeout":null}"#).unwrap(), None);
         assert!(parse(r#"{"code":"x","timeout":"soon"}"#).is_err());
+    }
+
+    #[test]
+    fn numeric_formats_are_stripped_and_nothing_else() {
+        let schema = serde_json::json!({
+            "properties": {
+                "line": {"type": "integer", "format": "uint32"},
+                "when": {"type": "string", "format": "date-time"},
+                "t": {"type": ["number", "null"], "format": "double"}
+            }
+        });
+        let stripped = without_numeric_formats(schema.as_object().unwrap());
+        let text = serde_json::Value::Object(stripped).to_string();
+        assert!(
+            !text.contains("uint32") && !text.contains("double"),
+            "{text}"
+        );
+        assert!(text.contains("date-time"), "{text}");
     }
 
     #[test]

@@ -1,0 +1,292 @@
+//! The real binary driven by MCP clients nobody here wrote: the official MCP Python SDK,
+//! fastmcp (the README's example, run as written) and the MCP Inspector's CLI mode.
+//!
+//! The clients are installed by scripts/install-test-clients.sh (under target/), which
+//! this test runs when they are missing. When they cannot be installed the tests skip
+//! loudly, except with CI=true, where that is a failure. Each test's policy uses an image
+//! tag of its own, so "no container left" means this test's containers only.
+
+mod common;
+#[path = "e2e/support.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use support::TestImage;
+
+/// How long one client run may take before it is killed (a hang guard, not a timing
+/// assertion).
+const CLIENT_LIMIT: Duration = Duration::from_secs(600);
+
+struct Clients {
+    /// The venv's Python, with `mcp` and `fastmcp`.
+    python: PathBuf,
+    /// The Inspector's launcher (`mcp-inspector`).
+    inspector: PathBuf,
+}
+
+fn clients_dir() -> PathBuf {
+    std::env::var_os("CODE_SANDBOX_TEST_CLIENTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::root().join("target/test-clients"))
+}
+
+fn installed() -> Option<Clients> {
+    let dir = clients_dir();
+    let clients = Clients {
+        python: dir.join("venv/bin/python"),
+        inspector: dir.join("node/node_modules/.bin/mcp-inspector"),
+    };
+    let python_ok = Command::new(&clients.python)
+        .args(["-c", "import mcp, fastmcp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    (python_ok && clients.inspector.exists()).then_some(clients)
+}
+
+/// The installed clients, installing them once per test process if needed; `None`
+/// (after a loud message) when that is impossible here and this is not CI.
+fn clients() -> Option<&'static Clients> {
+    static CLIENTS: OnceLock<Result<Clients, String>> = OnceLock::new();
+    let result = CLIENTS.get_or_init(|| {
+        if let Some(clients) = installed() {
+            return Ok(clients);
+        }
+        let output = Command::new("bash")
+            .arg(common::root().join("scripts/install-test-clients.sh"))
+            .output()
+            .map_err(|e| format!("cannot run scripts/install-test-clients.sh: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "scripts/install-test-clients.sh failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        installed()
+            .ok_or_else(|| "the clients are still missing after the install script".to_string())
+    });
+    match result {
+        Ok(clients) => Some(clients),
+        Err(reason) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("CI=true and the MCP test clients are unavailable: {reason}")
+        }
+        Err(reason) => {
+            eprintln!(
+                "\n!!!!!!!! SKIPPING: this test needs the MCP test clients, which cannot be installed here !!!!!!!!\n\
+                 !!!!!!!! {reason}\n"
+            );
+            None
+        }
+    }
+}
+
+fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_code-sandbox-mcp"))
+}
+
+/// Runs `command` to completion (killing it past `CLIENT_LIMIT`); returns (success,
+/// stdout, stderr).
+fn run(mut command: Command) -> (bool, String, String) {
+    let dir = tempdir("client-output");
+    let (out_path, err_path) = (dir.join("stdout"), dir.join("stderr"));
+    command
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap());
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > CLIENT_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    match status {
+        Some(status) => (status.success(), stdout, stderr),
+        None => panic!(
+            "{command:?} did not finish in {CLIENT_LIMIT:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        ),
+    }
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!(
+        "code-sandbox-mcp-e2e-{name}-{}-{n}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn the_official_python_sdk_drives_both_run_tools_a_denial_a_timeout_and_cancellation() {
+    if !common::docker_ready() {
+        return;
+    }
+    let Some(clients) = clients() else { return };
+    // No warm pool, so that the script can watch the cancelled run's container go.
+    let image = TestImage::new("python-sdk", 0);
+    let mut command = Command::new(&clients.python);
+    command
+        .arg(common::root().join("tests/e2e/python_sdk_client.py"))
+        .arg(binary())
+        .arg(&image.policy_path)
+        .arg(&image.tag);
+    let (ok, stdout, stderr) = run(command);
+    assert!(
+        ok,
+        "the Python SDK client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for scenario in [
+        "ok: tools/list",
+        "ok: run_python_code",
+        "ok: run_javascript_code",
+        "ok: denial",
+        "ok: timeout",
+        "ok: cancellation",
+        "ok: session closed",
+    ] {
+        assert!(
+            stdout.contains(scenario),
+            "`{scenario}` missing:\n{stdout}\nstderr:\n{stderr}"
+        );
+    }
+    assert!(
+        image.containers().is_empty(),
+        "left behind: {:?}",
+        image.containers()
+    );
+}
+
+#[test]
+fn the_fastmcp_readme_example_runs_as_written() {
+    if !common::docker_ready() {
+        return;
+    }
+    let Some(clients) = clients() else { return };
+    let image = TestImage::new("fastmcp", 1);
+    let bin_dir = binary().parent().unwrap();
+    let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let mut command = Command::new(&clients.python);
+    command
+        .arg(common::root().join("tests/e2e/fastmcp_example.py"))
+        .env("PATH", path)
+        .env("CODE_SANDBOX_POLICY", &image.policy_path);
+    let (ok, stdout, stderr) = run(command);
+    assert!(
+        ok,
+        "the fastmcp example failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("tools: check_code, run_javascript_code, run_python_code"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("stdout: 6"), "{stdout}");
+    assert!(stdout.contains("exit code: 0"), "{stdout}");
+    assert!(stdout.contains("denied: True"), "{stdout}");
+    assert!(stdout.contains("process-exec"), "{stdout}");
+    assert!(
+        image.containers().is_empty(),
+        "left behind: {:?}",
+        image.containers()
+    );
+}
+
+/// One Inspector CLI call against a fresh server process; returns its JSON output.
+fn inspector(clients: &Clients, policy: &Path, args: &[&str]) -> serde_json::Value {
+    let mut command = Command::new(&clients.inspector);
+    command
+        .arg("--cli")
+        .arg("-e")
+        .arg(format!("CODE_SANDBOX_POLICY={}", policy.display()))
+        .arg(binary())
+        .args(args);
+    let (ok, stdout, stderr) = run(command);
+    assert!(
+        ok,
+        "mcp-inspector --cli {args:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("the Inspector printed no JSON ({e}):\n{stdout}\n{stderr}"))
+}
+
+#[test]
+fn the_inspector_cli_lists_the_tools_runs_code_and_sees_a_denial() {
+    if !common::docker_ready() {
+        return;
+    }
+    let Some(clients) = clients() else { return };
+    let image = TestImage::new("inspector", 2);
+    let policy = &image.policy_path;
+
+    let tools = inspector(clients, policy, &["--method", "tools/list"]);
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["check_code", "run_javascript_code", "run_python_code"],
+        "{tools}"
+    );
+
+    let call = |tool: &str, args: &[&str]| {
+        let mut all = vec!["--method", "tools/call", "--tool-name", tool];
+        for arg in args {
+            all.push("--tool-arg");
+            all.push(arg);
+        }
+        inspector(clients, policy, &all)
+    };
+    let result = call("run_python_code", &["code=print(2 ** 10)", "timeout=20"]);
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structuredContent"]["stdout"], "1024\n", "{result}");
+
+    let result = call("run_javascript_code", &["code=console.log(typeof require)"]);
+    assert_eq!(
+        result["structuredContent"]["stdout"], "function\n",
+        "{result}"
+    );
+
+    let result = call(
+        "run_javascript_code",
+        &["code=require('child_process').execSync('id')"],
+    );
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(result["structuredContent"]["status"], "denied", "{result}");
+    assert_eq!(
+        result["structuredContent"]["findings"][0]["rule"], "process-exec",
+        "{result}"
+    );
+
+    let result = call("check_code", &["code=eval('1')", "language=python"]);
+    assert_eq!(result["structuredContent"]["allowed"], false, "{result}");
+
+    assert!(
+        image.containers().is_empty(),
+        "left behind: {:?}",
+        image.containers()
+    );
+}
