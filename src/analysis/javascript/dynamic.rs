@@ -1,0 +1,242 @@
+//! Code built or reached at run time: the forms a name-based rule alone would miss.
+//!
+//! Why each check exists:
+//! - escapes: a module object, `require`, `process` or the global object handed to
+//!   code we cannot follow (`f(require('child_process'))`, `[require][0]`,
+//!   `run(globalThis)`) can be used for anything, so it is reported as a whole-module
+//!   reference (`module_value`), a dynamic import or a namespace access;
+//! - computed members with a key that does not fold, on a module, `process`,
+//!   `require`, `module` or the global object (`cp[name]`, `globalThis[k]`), pick a
+//!   member at run time: a dynamic attribute;
+//! - constructor walks (`[].constructor.constructor`, `__proto__`,
+//!   `Object.getPrototypeOf(fn).constructor`) reach `Function` without naming it:
+//!   introspection;
+//! - strings run as code without `eval` by name (`setTimeout('code')`,
+//!   `new Worker(src, {eval: true})`): string code.
+
+use super::super::dynamic;
+use super::super::FactKind;
+use super::scope::ScopeId;
+use super::values::{strip_parens, Val};
+use super::Analyzer;
+use tree_sitter::Node;
+
+/// Timer functions that compile a string first argument.
+const STRING_TIMERS: &[&str] = &[
+    "setTimeout",
+    "setInterval",
+    "setImmediate",
+    "execScript",
+    "timers.setTimeout",
+    "timers.setInterval",
+    "timers.setImmediate",
+];
+
+impl<'a> Analyzer<'a> {
+    /// A value put where the analysis cannot follow it (argument, return value, array
+    /// element, object property, stored into another object).
+    pub fn emit_escape(&mut self, node: Node<'a>, scope: ScopeId) {
+        let vals = self.eval(node, scope, 0);
+        for val in vals.items {
+            let kind = match val {
+                Val::Module(name) => FactKind::Reference {
+                    name,
+                    module_value: true,
+                },
+                Val::Name(name) if name == "process" => FactKind::Reference {
+                    name,
+                    module_value: true,
+                },
+                Val::CjsModule => FactKind::Reference {
+                    name: "module".to_string(),
+                    module_value: true,
+                },
+                Val::Require(_) => FactKind::DynamicAccess {
+                    kind: dynamic::IMPORT.to_string(),
+                    detail: format!(
+                        "a module loader is passed as a value: `{}`",
+                        self.excerpt(node)
+                    ),
+                },
+                Val::Global => FactKind::DynamicAccess {
+                    kind: dynamic::NAMESPACE.to_string(),
+                    detail: format!(
+                        "the global object is passed as a value: `{}`",
+                        self.excerpt(node)
+                    ),
+                },
+                _ => continue,
+            };
+            self.push(node, kind);
+        }
+    }
+
+    /// Computed member whose key does not fold, on something whose members matter.
+    pub fn emit_dynamic_attribute(&mut self, node: Node<'a>, scope: ScopeId) {
+        let (Some(object), Some(index)) = (
+            node.child_by_field_name("object"),
+            node.child_by_field_name("index"),
+        ) else {
+            return;
+        };
+        let (_, other) = self.eval(index, scope, 0).strings();
+        if !other {
+            return;
+        }
+        if self.eval(object, scope, 0).is_namespace_like() {
+            let detail = format!("computed member: `{}`", self.excerpt(node));
+            self.push(
+                node,
+                FactKind::DynamicAccess {
+                    kind: dynamic::ATTRIBUTE.to_string(),
+                    detail,
+                },
+            );
+        }
+    }
+
+    /// Constructor walks and prototype reads on a member or subscript node.
+    pub fn emit_introspection(&mut self, node: Node<'a>, scope: ScopeId) {
+        let Some(object) = node.child_by_field_name("object") else {
+            return;
+        };
+        let Some(keys) = self.member_keys(node, scope, 0) else {
+            return;
+        };
+        let (keys, _) = keys.strings();
+        let mut detail = None;
+        for key in &keys {
+            if key == "__proto__" {
+                detail = Some("`__proto__`");
+            } else if key == "constructor" {
+                if self.is_constructor_walk(object, scope, 0) {
+                    detail = Some("`.constructor.constructor`");
+                } else if self.is_prototype_of_call(object, scope) {
+                    detail = Some("`Object.getPrototypeOf(…).constructor`");
+                }
+            }
+        }
+        if let Some(detail) = detail {
+            self.push(
+                node,
+                FactKind::DynamicAccess {
+                    kind: dynamic::INTROSPECTION.to_string(),
+                    detail: detail.to_string(),
+                },
+            );
+        }
+    }
+
+    fn is_prototype_of_call(&self, object: Node<'a>, scope: ScopeId) -> bool {
+        let object = strip_parens(object);
+        if object.kind() != "call_expression" {
+            return false;
+        }
+        let Some(callee) = object.child_by_field_name("function") else {
+            return false;
+        };
+        self.eval(callee, scope, 0).items.iter().any(|v| {
+            matches!(v, Val::Name(n) if n == "Object.getPrototypeOf" || n == "Reflect.getPrototypeOf")
+        })
+    }
+
+    /// `setTimeout('code', …)` and friends: the first argument is compiled.
+    pub fn emit_string_timer(
+        &mut self,
+        call: Node<'a>,
+        callee: &str,
+        args: Option<Node<'a>>,
+        scope: ScopeId,
+    ) {
+        if !STRING_TIMERS.contains(&callee) {
+            return;
+        }
+        let Some(first) = args.and_then(|a| self.argument(a, 0)) else {
+            return;
+        };
+        if self.looks_like_string(first, scope, 0) {
+            let detail = format!("`{callee}` given a code string");
+            self.push(
+                call,
+                FactKind::DynamicAccess {
+                    kind: dynamic::STRING_CODE.to_string(),
+                    detail,
+                },
+            );
+        }
+    }
+
+    /// True when an expression is (or may be) a string rather than a function.
+    fn looks_like_string(&self, node: Node<'a>, scope: ScopeId, depth: u32) -> bool {
+        let node = strip_parens(node);
+        if depth > 32 {
+            return false;
+        }
+        match node.kind() {
+            "string" | "template_string" => true,
+            "binary_expression" => {
+                node.child_by_field_name("left")
+                    .is_some_and(|l| self.looks_like_string(l, scope, depth + 1))
+                    || node
+                        .child_by_field_name("right")
+                        .is_some_and(|r| self.looks_like_string(r, scope, depth + 1))
+            }
+            _ => self
+                .eval(node, scope, 0)
+                .items
+                .iter()
+                .any(|v| matches!(v, Val::Str(_))),
+        }
+    }
+
+    /// `new Worker(src, {eval: true})`: the first argument is code, not a file.
+    pub fn emit_worker_eval(&mut self, new: Node<'a>, scope: ScopeId) {
+        let Some(constructor) = new.child_by_field_name("constructor") else {
+            return;
+        };
+        let is_worker = self
+            .eval(constructor, scope, 0)
+            .items
+            .iter()
+            .any(|v| matches!(v, Val::Name(n) if n == "Worker" || n.ends_with(".Worker")));
+        if !is_worker {
+            return;
+        }
+        let Some(options) = new
+            .child_by_field_name("arguments")
+            .and_then(|a| self.argument(a, 1))
+            .map(strip_parens)
+        else {
+            return;
+        };
+        if options.kind() != "object" {
+            return;
+        }
+        let mut cursor = options.walk();
+        let eval_on = options.named_children(&mut cursor).any(|pair| {
+            if pair.kind() != "pair" {
+                return pair.kind() == "shorthand_property_identifier"
+                    && self.identifier(pair) == "eval";
+            }
+            let key = pair.child_by_field_name("key");
+            let is_eval = key.is_some_and(|k| match k.kind() {
+                "property_identifier" => self.identifier(k) == "eval",
+                "string" => self.string_value(k) == "eval",
+                _ => false,
+            });
+            let is_false = pair
+                .child_by_field_name("value")
+                .is_some_and(|v| matches!(v.kind(), "false" | "null" | "undefined"));
+            is_eval && !is_false
+        });
+        if eval_on {
+            self.push(
+                new,
+                FactKind::DynamicAccess {
+                    kind: dynamic::STRING_CODE.to_string(),
+                    detail: "`new Worker(…, {eval: true})` runs a code string".to_string(),
+                },
+            );
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! JavaScript frontend: source text in, [`Fact`]s out, by way of tree-sitter.
+//!
+//! The work happens in three steps, each in its own module:
+//!
+//! 1. [`syntax`]: parse with tree-sitter and fail closed on any `ERROR`/`MISSING` node or
+//!    on a syntax tree too deep to walk safely (a snippet we cannot read is a snippet we
+//!    cannot vouch for).
+//! 2. [`scope`]: one walk that records every scope, every declaration (with hoisting:
+//!    all of a scope's names are known before anything is resolved) and every value a
+//!    binding may take (initialisers, assignments, destructuring paths, imports).
+//! 3. [`walk`]: a second walk that evaluates the expressions the policy cares about to
+//!    abstract [`values`] and emits facts. The concerns it delegates to are split by
+//!    theme: [`modules`] (`require`/`import` forms and loaders), [`dynamic`] (code built
+//!    at run time, constructor walks, computed members, escaping namespaces),
+//!    [`strings`] (unescaping and constant folding) and [`paths`] (fs path literals).
+//!
+//! Resolution is flow-insensitive: a binding's value is the union of everything ever
+//! assigned to it. That is conservative for evasions (`let m = 'fs'; m = x; require(m)`
+//! still reports the non-literal require) and still precise enough for a user's own
+//! `function exec() {}` not to be mistaken for `child_process.exec`.
+
+mod dynamic;
+mod modules;
+mod paths;
+mod scope;
+mod strings;
+mod syntax;
+mod values;
+mod walk;
+
+#[cfg(test)]
+mod tests;
+
+use super::{Fact, FactKind, LineIndex};
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use tree_sitter::{Node, Parser, Tree};
+
+pub use scope::{BindingId, ScopeId};
+
+thread_local! {
+    /// One parser per thread: building a parser and loading the grammar is far more
+    /// expensive than parsing a snippet, and the server checks many snippets.
+    static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+fn parse(source: &str) -> Option<Tree> {
+    PARSER.with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        if slot.is_none() {
+            let mut parser = Parser::new();
+            parser
+                .set_language(&tree_sitter_javascript::LANGUAGE.into())
+                .ok()?;
+            *slot = Some(parser);
+        }
+        slot.as_mut()?.parse(source, None)
+    })
+}
+
+/// Analyses one JavaScript snippet (script, CommonJS or ES module).
+pub fn analyze(source: &str) -> Vec<Fact> {
+    let index = LineIndex::new(source);
+    let Some(tree) = parse(source) else {
+        return vec![Fact {
+            kind: FactKind::Unparseable {
+                reason: "the JavaScript parser gave up on this input".to_string(),
+            },
+            span: index.span(0, 0),
+        }];
+    };
+    let root = tree.root_node();
+    if let Some(fact) = syntax::first_error(root, source, &index) {
+        return vec![fact];
+    }
+    let mut cx = Analyzer::new(source, &index);
+    if let Err(fact) = scope::collect(&mut cx, root) {
+        return vec![fact];
+    }
+    walk::emit(&mut cx, root);
+    cx.facts
+}
+
+/// The memo of a binding's value, with a marker that cuts cycles (`a = b; b = a`).
+#[derive(Clone)]
+pub(crate) enum Cache {
+    Todo,
+    Busy,
+    Done(values::Vals),
+}
+
+/// Everything the two walks share: the source, the scope tree, the bindings, the facts.
+pub(crate) struct Analyzer<'a> {
+    pub source: &'a str,
+    pub index: &'a LineIndex<'a>,
+    pub scopes: Vec<scope::Scope>,
+    /// For each name, the scopes that declare it and the binding each declaration is.
+    pub declared: HashMap<Cow<'a, str>, Vec<(ScopeId, BindingId)>>,
+    pub bindings: Vec<scope::Binding<'a>>,
+    pub cache: RefCell<Vec<Cache>>,
+    pub facts: Vec<Fact>,
+}
+
+impl<'a> Analyzer<'a> {
+    fn new(source: &'a str, index: &'a LineIndex<'a>) -> Self {
+        Analyzer {
+            source,
+            index,
+            scopes: Vec::new(),
+            declared: HashMap::new(),
+            bindings: Vec::new(),
+            cache: RefCell::new(Vec::new()),
+            facts: Vec::new(),
+        }
+    }
+
+    /// The source text of a node; empty rather than a panic if the range is odd.
+    pub fn text(&self, node: Node) -> &'a str {
+        self.source.get(node.byte_range()).unwrap_or("")
+    }
+
+    /// A short, single-line excerpt of a node for fact details.
+    pub fn excerpt(&self, node: Node) -> String {
+        let text = self.text(node);
+        let mut out = String::new();
+        for (count, ch) in text.chars().enumerate() {
+            if count >= 60 {
+                out.push('…');
+                break;
+            }
+            out.push(if ch.is_whitespace() { ' ' } else { ch });
+        }
+        out
+    }
+
+    pub fn push(&mut self, node: Node, kind: FactKind) {
+        let span = self.index.span(node.start_byte(), node.end_byte());
+        self.facts.push(Fact { kind, span });
+    }
+
+    /// The binding a name refers to from a scope, or `None` for a global.
+    pub fn resolve(&self, scope: ScopeId, name: &str) -> Option<BindingId> {
+        let list = self.declared.get(name)?;
+        let mut current = Some(scope);
+        while let Some(id) = current {
+            if let Some(&(_, binding)) = list.iter().find(|(s, _)| *s == id) {
+                return Some(binding);
+            }
+            current = self.scopes.get(id as usize).and_then(|s| s.parent);
+        }
+        None
+    }
+}

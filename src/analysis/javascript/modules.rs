@@ -1,0 +1,73 @@
+//! Module loading in all its spellings.
+//!
+//! Why: the policy's strongest rules are about modules (`child_process`, `vm`, `net`),
+//! so every way of loading one must become an `Import`: `require` with anything that
+//! folds to a constant, ES `import`/`export … from` in every form, `import()`, and the
+//! loaders behind `require`: `module.require`, `process.mainModule.require`,
+//! `require.main.require`, `createRequire(…)(…)`, `module.constructor._load`,
+//! `require('module')._load`, `process.getBuiltinModule`, and `require.call`/`apply`.
+//! A loader whose argument does not fold is a dynamic import: the code picks its module
+//! at run time and cannot be checked.
+
+use super::super::dynamic;
+use super::super::FactKind;
+use super::scope::ScopeId;
+use super::Analyzer;
+use tree_sitter::Node;
+
+/// A module specifier as the policy names it: `node:fs` is `fs`.
+pub fn normalize(specifier: &str) -> &str {
+    specifier.strip_prefix("node:").unwrap_or(specifier)
+}
+
+impl<'a> Analyzer<'a> {
+    /// `import … from 'm'`, `import 'm'`, `export * from 'm'`, `export {a} from 'm'`.
+    pub fn emit_static_import(&mut self, statement: Node<'a>) {
+        let Some(source) = statement.child_by_field_name("source") else {
+            return;
+        };
+        let module = normalize(&self.string_value(source)).to_string();
+        self.push(statement, FactKind::Import { module });
+    }
+
+    /// A call that loads a module: an `Import` per name it may load, and a dynamic
+    /// import when the name may be anything else.
+    pub fn emit_load(
+        &mut self,
+        call: Node<'a>,
+        args: Option<Node<'a>>,
+        arg: u8,
+        scope: ScopeId,
+        what: &str,
+    ) {
+        let Some(name_node) = args.and_then(|a| self.loader_argument(a, arg)) else {
+            if args.is_some_and(|a| a.named_child_count() > 0) {
+                self.push_dynamic_import(call, what);
+            }
+            return;
+        };
+        let vals = self.eval(name_node, scope, 0);
+        let (names, other) = vals.strings();
+        for name in names {
+            let module = normalize(&name).to_string();
+            self.push(call, FactKind::Import { module });
+        }
+        if other {
+            self.push_dynamic_import(call, what);
+        }
+    }
+
+    fn push_dynamic_import(&mut self, call: Node<'a>, what: &str) {
+        let detail = format!(
+            "{what} with a computed module name: `{}`",
+            self.excerpt(call)
+        );
+        self.push(
+            call,
+            FactKind::DynamicAccess {
+                kind: dynamic::IMPORT.to_string(),
+                detail,
+            },
+        );
+    }
+}

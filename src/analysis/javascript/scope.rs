@@ -1,0 +1,538 @@
+//! Scopes, declarations and the values bindings are given.
+//!
+//! Why: a name means nothing until it is resolved. `exec()` is `child_process.exec`
+//! only if `exec` came from `child_process`; `eval(x)` is the global `eval` only if no
+//! enclosing scope declares `eval`; `function f(require) { require(x) }` calls a
+//! parameter. This walk records the scope tree (program, functions, blocks for
+//! `let`/`const`/`class`, catch clauses, loops), every declaration in the scope it
+//! belongs to (`var` and functions hoisted to their function, imports to the program),
+//! and, per binding, every source of its value: initialisers, assignments anywhere
+//! (flow-insensitive), destructuring paths (`{exec: run} = require('child_process')`),
+//! `for…of` elements and imports. Assignments to undeclared names create implicit
+//! globals that keep the global's own meaning too.
+//!
+//! Scope ids are handed out in pre-order, so the emitting walk can re-derive them by
+//! counting scope nodes in the same order.
+
+use super::super::{Fact, FactKind};
+use super::values::{global_value, FnKind, Val, Vals};
+use super::Analyzer;
+use std::borrow::Cow;
+use tree_sitter::Node;
+
+pub type ScopeId = u32;
+pub type BindingId = u32;
+
+/// Deepest syntax tree walked; deeper input is refused as unparseable.
+pub const MAX_TREE_DEPTH: usize = 1000;
+
+pub struct Scope {
+    pub parent: Option<ScopeId>,
+    /// Functions and the program: where `var` and function declarations land.
+    pub function_like: bool,
+}
+
+/// Where a binding's value comes from.
+#[derive(Clone)]
+pub enum Origin<'a> {
+    /// An expression, evaluated in the scope it appears in.
+    Expr(Node<'a>, ScopeId),
+    Value(Val),
+    /// A parameter, catch variable or anything else not known statically.
+    Unknown,
+    /// The global of that name (for implicit globals created by assignment).
+    Global(String),
+}
+
+/// One step of a destructuring path.
+#[derive(Clone, Debug)]
+pub enum Step {
+    Prop(String),
+    Index(usize),
+    /// Every element (`for (const x of xs)`).
+    Each,
+    /// `...rest` of an object: the same members.
+    Rest,
+    Unknown,
+}
+
+#[derive(Clone)]
+pub struct Source<'a> {
+    pub origin: Origin<'a>,
+    pub path: Vec<Step>,
+}
+
+pub struct Binding<'a> {
+    pub sources: Vec<Source<'a>>,
+}
+
+/// Whether a node opens a scope, and if so whether it is function-like.
+pub fn scope_kind(kind: &str) -> Option<bool> {
+    match kind {
+        "program"
+        | "function_declaration"
+        | "generator_function_declaration"
+        | "function_expression"
+        | "generator_function"
+        | "arrow_function"
+        | "method_definition"
+        | "class_static_block" => Some(true),
+        "statement_block" | "for_statement" | "for_in_statement" | "catch_clause"
+        | "switch_body" | "class" => Some(false),
+        _ => None,
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Target {
+    Declare(ScopeId),
+    Assign(ScopeId),
+}
+
+struct Collector<'c, 'a> {
+    cx: &'c mut Analyzer<'a>,
+    stack: Vec<ScopeId>,
+    pending: Vec<(ScopeId, Cow<'a, str>, Source<'a>)>,
+}
+
+/// Walks the whole tree once, filling the analyzer's scopes and bindings. Fails (with
+/// the fact to report) when the tree is deeper than [`MAX_TREE_DEPTH`].
+pub fn collect<'a>(cx: &mut Analyzer<'a>, root: Node<'a>) -> Result<(), Fact> {
+    let mut collector = Collector {
+        cx,
+        stack: Vec::new(),
+        pending: Vec::new(),
+    };
+    let mut cursor = root.walk();
+    let mut depth = 0usize;
+    loop {
+        let node = cursor.node();
+        if depth > MAX_TREE_DEPTH {
+            let span = collector
+                .cx
+                .index
+                .span(node.start_byte(), node.start_byte() + 1);
+            return Err(Fact {
+                kind: FactKind::Unparseable {
+                    reason: "nesting too deep to analyse".to_string(),
+                },
+                span,
+            });
+        }
+        if node.is_named() {
+            collector.enter(node);
+        }
+        if cursor.goto_first_child() {
+            depth += 1;
+            continue;
+        }
+        loop {
+            let node = cursor.node();
+            if node.is_named() && scope_kind(node.kind()).is_some() {
+                collector.stack.pop();
+            }
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                collector.finish();
+                return Ok(());
+            }
+            depth -= 1;
+        }
+    }
+}
+
+impl<'a> Collector<'_, 'a> {
+    fn top(&self) -> ScopeId {
+        self.stack.last().copied().unwrap_or(0)
+    }
+
+    fn function_scope(&self) -> ScopeId {
+        self.stack
+            .iter()
+            .rev()
+            .copied()
+            .find(|&s| self.cx.scopes[s as usize].function_like)
+            .unwrap_or(0)
+    }
+
+    fn enter(&mut self, node: Node<'a>) {
+        let kind = node.kind();
+        match kind {
+            "function_declaration" | "generator_function_declaration" | "class_declaration" => {
+                if let (Some(name), Some(fn_kind)) =
+                    (node.child_by_field_name("name"), FnKind::of(node))
+                {
+                    let scope = self.top();
+                    self.declare(scope, name, Origin::Value(Val::Func(fn_kind)));
+                }
+            }
+            _ => {}
+        }
+        if let Some(function_like) = scope_kind(kind) {
+            let id = self.cx.scopes.len() as ScopeId;
+            let parent = self.stack.last().copied();
+            self.cx.scopes.push(super::scope::Scope {
+                parent,
+                function_like,
+            });
+            self.stack.push(id);
+        }
+        let top = self.top();
+        match kind {
+            "function_expression" | "generator_function" | "class" => {
+                if let (Some(name), Some(fn_kind)) =
+                    (node.child_by_field_name("name"), FnKind::of(node))
+                {
+                    self.declare(top, name, Origin::Value(Val::Func(fn_kind)));
+                }
+            }
+            "arrow_function" => {
+                if let Some(param) = node.child_by_field_name("parameter") {
+                    self.declare(top, param, Origin::Unknown);
+                }
+            }
+            "formal_parameters" => {
+                let mut cursor = node.walk();
+                let params: Vec<Node<'a>> = node.named_children(&mut cursor).collect();
+                for param in params {
+                    self.bind(
+                        param,
+                        &Origin::Unknown,
+                        &mut Vec::new(),
+                        Target::Declare(top),
+                        0,
+                    );
+                }
+            }
+            "catch_clause" => {
+                if let Some(param) = node.child_by_field_name("parameter") {
+                    self.bind(
+                        param,
+                        &Origin::Unknown,
+                        &mut Vec::new(),
+                        Target::Declare(top),
+                        0,
+                    );
+                }
+            }
+            "variable_declaration" | "lexical_declaration" | "using_declaration" => {
+                let scope = if kind == "variable_declaration" {
+                    self.function_scope()
+                } else {
+                    top
+                };
+                let mut cursor = node.walk();
+                let declarators: Vec<Node<'a>> = node
+                    .named_children(&mut cursor)
+                    .filter(|c| c.kind() == "variable_declarator")
+                    .collect();
+                for declarator in declarators {
+                    let Some(name) = declarator.child_by_field_name("name") else {
+                        continue;
+                    };
+                    let origin = match declarator.child_by_field_name("value") {
+                        Some(value) => Origin::Expr(value, top),
+                        None => Origin::Value(Val::Undefined),
+                    };
+                    self.bind(name, &origin, &mut Vec::new(), Target::Declare(scope), 0);
+                }
+            }
+            "for_in_statement" => self.for_in(node, top),
+            "assignment_expression" => {
+                if let (Some(left), Some(right)) = (
+                    node.child_by_field_name("left"),
+                    node.child_by_field_name("right"),
+                ) {
+                    let origin = Origin::Expr(right, top);
+                    self.bind(left, &origin, &mut Vec::new(), Target::Assign(top), 0);
+                }
+            }
+            "augmented_assignment_expression" => {
+                if let (Some(left), Some(right), Some(op)) = (
+                    node.child_by_field_name("left"),
+                    node.child_by_field_name("right"),
+                    node.child_by_field_name("operator"),
+                ) {
+                    let origin = match op.kind() {
+                        "||=" | "&&=" | "??=" => Origin::Expr(right, top),
+                        _ => Origin::Unknown,
+                    };
+                    self.bind(left, &origin, &mut Vec::new(), Target::Assign(top), 0);
+                }
+            }
+            "import_statement" => self.import(node),
+            _ => {}
+        }
+    }
+
+    /// `for (const x of xs)`: `x` is every element of `xs`; `for…in` gives keys.
+    fn for_in(&mut self, node: Node<'a>, top: ScopeId) {
+        let (Some(left), Some(right)) = (
+            node.child_by_field_name("left"),
+            node.child_by_field_name("right"),
+        ) else {
+            return;
+        };
+        let is_of = node
+            .child_by_field_name("operator")
+            .is_some_and(|op| op.kind() == "of");
+        let (origin, mut path) = if is_of {
+            (Origin::Expr(right, top), vec![Step::Each])
+        } else {
+            (Origin::Unknown, Vec::new())
+        };
+        let target = match node.child_by_field_name("kind").map(|k| k.kind()) {
+            Some("var") => Target::Declare(self.function_scope()),
+            Some(_) => Target::Declare(top),
+            None => Target::Assign(top),
+        };
+        self.bind(left, &origin, &mut path, target, 0);
+    }
+
+    /// Import bindings: default and namespace imports are the module, named imports its
+    /// members (`import {exec as run}` is `child_process.exec`).
+    fn import(&mut self, node: Node<'a>) {
+        let Some(source) = node.child_by_field_name("source") else {
+            return;
+        };
+        let module = super::modules::normalize(&self.cx.string_value(source)).to_string();
+        let mut cursor = node.walk();
+        let clauses: Vec<Node<'a>> = node
+            .named_children(&mut cursor)
+            .filter(|c| c.kind() == "import_clause")
+            .collect();
+        for clause in clauses {
+            let mut cursor = clause.walk();
+            let parts: Vec<Node<'a>> = clause.named_children(&mut cursor).collect();
+            for part in parts {
+                match part.kind() {
+                    "identifier" => {
+                        self.declare(0, part, Origin::Value(Val::Module(module.clone())))
+                    }
+                    "namespace_import" => {
+                        if let Some(name) = part.named_child(0) {
+                            self.declare(0, name, Origin::Value(Val::Module(module.clone())));
+                        }
+                    }
+                    "named_imports" => {
+                        let mut cursor = part.walk();
+                        let specifiers: Vec<Node<'a>> = part
+                            .named_children(&mut cursor)
+                            .filter(|c| c.kind() == "import_specifier")
+                            .collect();
+                        for specifier in specifiers {
+                            self.import_specifier(specifier, &module);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn import_specifier(&mut self, specifier: Node<'a>, module: &str) {
+        let Some(name) = specifier.child_by_field_name("name") else {
+            return;
+        };
+        let local = specifier.child_by_field_name("alias").unwrap_or(name);
+        let imported = if name.kind() == "string" {
+            self.cx.string_value(name).into_owned()
+        } else {
+            self.cx.identifier(name).into_owned()
+        };
+        let mut vals = Vals::default();
+        super::values::module_member(module, &imported, &mut vals, &mut Vec::new());
+        for val in vals.items {
+            self.declare(0, local, Origin::Value(val));
+        }
+    }
+
+    /// Binds every name a pattern declares (or assigns) to `origin` along `path`.
+    fn bind(
+        &mut self,
+        node: Node<'a>,
+        origin: &Origin<'a>,
+        path: &mut Vec<Step>,
+        target: Target,
+        depth: u32,
+    ) {
+        if depth > 64 {
+            return;
+        }
+        match node.kind() {
+            "identifier" | "shorthand_property_identifier_pattern" => {
+                let source = Source {
+                    origin: origin.clone(),
+                    path: path.clone(),
+                };
+                self.bind_name(node, source, target);
+            }
+            "parenthesized_expression" => {
+                if let Some(inner) = node.named_child(0) {
+                    self.bind(inner, origin, path, target, depth + 1);
+                }
+            }
+            "assignment_pattern" | "object_assignment_pattern" => {
+                let (Some(left), right) = (
+                    node.child_by_field_name("left"),
+                    node.child_by_field_name("right"),
+                ) else {
+                    return;
+                };
+                if left.kind() == "shorthand_property_identifier_pattern" {
+                    let name = self.cx.identifier(left).into_owned();
+                    path.push(Step::Prop(name));
+                    self.bind(left, origin, path, target, depth + 1);
+                    path.pop();
+                } else {
+                    self.bind(left, origin, path, target, depth + 1);
+                }
+                if let Some(right) = right {
+                    let scope = match target {
+                        Target::Declare(s) | Target::Assign(s) => s,
+                    };
+                    let default = Origin::Expr(right, scope);
+                    self.bind(left, &default, &mut Vec::new(), target, depth + 1);
+                }
+            }
+            "rest_pattern" => {
+                if let Some(inner) = node.named_child(0) {
+                    path.push(Step::Rest);
+                    self.bind(inner, origin, path, target, depth + 1);
+                    path.pop();
+                }
+            }
+            "object_pattern" => {
+                let mut cursor = node.walk();
+                let children: Vec<Node<'a>> = node.named_children(&mut cursor).collect();
+                for child in children {
+                    match child.kind() {
+                        "pair_pattern" => {
+                            let (Some(key), Some(value)) = (
+                                child.child_by_field_name("key"),
+                                child.child_by_field_name("value"),
+                            ) else {
+                                continue;
+                            };
+                            let step = match key.kind() {
+                                "property_identifier" => {
+                                    Step::Prop(self.cx.identifier(key).into_owned())
+                                }
+                                "string" => Step::Prop(self.cx.string_value(key).into_owned()),
+                                "computed_property_name" => match key.named_child(0) {
+                                    // Only literal keys: values are not complete yet.
+                                    Some(k) if k.kind() == "string" => {
+                                        Step::Prop(self.cx.string_value(k).into_owned())
+                                    }
+                                    _ => Step::Unknown,
+                                },
+                                _ => Step::Unknown,
+                            };
+                            path.push(step);
+                            self.bind(value, origin, path, target, depth + 1);
+                            path.pop();
+                        }
+                        "shorthand_property_identifier_pattern" => {
+                            let name = self.cx.identifier(child).into_owned();
+                            path.push(Step::Prop(name));
+                            self.bind(child, origin, path, target, depth + 1);
+                            path.pop();
+                        }
+                        _ => self.bind(child, origin, path, target, depth + 1),
+                    }
+                }
+            }
+            "array_pattern" => {
+                let mut cursor = node.walk();
+                let children: Vec<Node<'a>> = node.children(&mut cursor).collect();
+                let mut index = 0usize;
+                for child in children {
+                    match child.kind() {
+                        "," => index += 1,
+                        "[" | "]" | "comment" => {}
+                        "rest_pattern" => {
+                            path.push(Step::Unknown);
+                            self.bind(child, origin, path, target, depth + 1);
+                            path.pop();
+                        }
+                        _ => {
+                            path.push(Step::Index(index));
+                            self.bind(child, origin, path, target, depth + 1);
+                            path.pop();
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn bind_name(&mut self, node: Node<'a>, source: Source<'a>, target: Target) {
+        match target {
+            Target::Declare(scope) => self.declare_source(scope, node, source),
+            Target::Assign(scope) => {
+                let name = self.cx.identifier(node);
+                self.pending.push((scope, name, source));
+            }
+        }
+    }
+
+    fn declare(&mut self, scope: ScopeId, name: Node<'a>, origin: Origin<'a>) {
+        self.declare_source(
+            scope,
+            name,
+            Source {
+                origin,
+                path: Vec::new(),
+            },
+        );
+    }
+
+    fn declare_source(&mut self, scope: ScopeId, name: Node<'a>, source: Source<'a>) {
+        let name = self.cx.identifier(name);
+        add_source(self.cx, scope, name, source);
+    }
+
+    /// Resolves the assignments now that every declaration is known.
+    fn finish(&mut self) {
+        for (scope, name, source) in std::mem::take(&mut self.pending) {
+            match self.cx.resolve(scope, &name) {
+                Some(binding) => self.cx.bindings[binding as usize].sources.push(source),
+                None => {
+                    // An implicit global: it keeps the global's meaning as well.
+                    let global = global_value(&name);
+                    let origin = if global.items.is_empty() {
+                        Origin::Unknown
+                    } else {
+                        Origin::Global(name.to_string())
+                    };
+                    add_source(
+                        self.cx,
+                        0,
+                        name.clone(),
+                        Source {
+                            origin,
+                            path: Vec::new(),
+                        },
+                    );
+                    add_source(self.cx, 0, name, source);
+                }
+            }
+        }
+    }
+}
+
+fn add_source<'a>(cx: &mut Analyzer<'a>, scope: ScopeId, name: Cow<'a, str>, source: Source<'a>) {
+    let list = cx.declared.entry(name).or_default();
+    if let Some(&(_, binding)) = list.iter().find(|(s, _)| *s == scope) {
+        cx.bindings[binding as usize].sources.push(source);
+        return;
+    }
+    let id = cx.bindings.len() as BindingId;
+    list.push((scope, id));
+    cx.bindings.push(Binding {
+        sources: vec![source],
+    });
+}

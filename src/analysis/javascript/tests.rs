@@ -1,0 +1,163 @@
+//! Unit tests for the tricky resolution cases; the fixtures cover the rest.
+
+use super::analyze;
+use crate::analysis::FactKind;
+
+/// The facts of a snippet in a compact, comparable form.
+fn facts(source: &str) -> Vec<String> {
+    analyze(source)
+        .into_iter()
+        .map(|f| match f.kind {
+            FactKind::Import { module } => format!("{}:import {module}", f.span.line),
+            FactKind::Reference { name, module_value } => {
+                format!(
+                    "{}:ref {name}{}",
+                    f.span.line,
+                    if module_value { " (module)" } else { "" }
+                )
+            }
+            FactKind::DynamicAccess { kind, .. } => format!("{}:dynamic {kind}", f.span.line),
+            FactKind::PathLiteral { op, path } => format!("{}:path {op} {path}", f.span.line),
+            FactKind::Unparseable { reason } => format!("{}:unparseable {reason}", f.span.line),
+        })
+        .collect()
+}
+
+fn has(source: &str, fact: &str) -> bool {
+    let all = facts(source);
+    all.iter().any(|f| f == fact) || {
+        eprintln!("{fact} not in {all:#?}");
+        false
+    }
+}
+
+fn lacks(source: &str, needle: &str) -> bool {
+    let all = facts(source);
+    !all.iter().any(|f| f.contains(needle)) || {
+        eprintln!("{needle} unexpectedly in {all:#?}");
+        false
+    }
+}
+
+#[test]
+fn require_forms() {
+    assert!(has("require('child_'+'process')", "1:import child_process"));
+    assert!(has("require(`child_process`)", "1:import child_process"));
+    assert!(has(
+        "require('\\x63hild_process')",
+        "1:import child_process"
+    ));
+    assert!(has(
+        "require('\\u{63}hild_process')",
+        "1:import child_process"
+    ));
+    assert!(has(
+        "require(['child','process'].join('_'))",
+        "1:import child_process"
+    ));
+    assert!(has("require('node:fs/promises')", "1:import fs/promises"));
+    assert!(has(
+        "const m = 'child_' + 'process';\nrequire(m)",
+        "2:import child_process"
+    ));
+    assert!(has("require(x)", "1:dynamic import"));
+    assert!(has("require.call(null, 'vm')", "1:import vm"));
+    assert!(has("require`vm`", "1:import vm"));
+}
+
+#[test]
+fn aliases_resolve() {
+    let src = "const {exec: run} = require('child_process');\nrun('ls');";
+    assert!(has(src, "2:ref child_process.exec"));
+    let src = "const r = require;\nr('fs');\nr(x);";
+    assert!(has(src, "2:import fs"));
+    assert!(has(src, "3:dynamic import"));
+    let src = "let e = eval;\ne('1');";
+    assert!(has(src, "2:ref eval"));
+    let src = "import * as c from 'child_process';\nc.spawn('x');";
+    assert!(has(src, "2:ref child_process.spawn"));
+}
+
+#[test]
+fn shadowing_is_respected() {
+    assert!(lacks("function f(require) { require('x') }", "import"));
+    assert!(lacks("function exec() {}\nexec();", "exec"));
+    assert!(lacks("function f(eval) { eval('x') }", "ref eval"));
+    assert!(lacks(
+        "db.exec(sql); /re/.exec(s); ops.eval(x); obj.require('x');",
+        "import"
+    ));
+    assert!(lacks("const o = {eval: 1};", "eval"));
+}
+
+#[test]
+fn globals_and_constructors() {
+    assert!(has("globalThis['ev'+'al']('1')", "1:ref eval"));
+    assert!(has("(0, eval)('1')", "1:ref eval"));
+    assert!(has("\\u0065val('x')", "1:ref eval"));
+    assert!(has("(async()=>{}).constructor('x')", "1:ref AsyncFunction"));
+    assert!(has(
+        "(function*(){}).constructor",
+        "1:ref GeneratorFunction"
+    ));
+    assert!(has(
+        "Object.getPrototypeOf(async function(){}).constructor",
+        "1:ref AsyncFunction"
+    ));
+    assert!(has(
+        "[].constructor.constructor('x')()",
+        "1:dynamic introspection"
+    ));
+    assert!(has("[].constructor.constructor('x')()", "1:ref Function"));
+    assert!(has("Function.prototype.constructor('x')", "1:ref Function"));
+    assert!(has(
+        "process.mainModule.require('child_process')",
+        "1:import child_process"
+    ));
+    assert!(has(
+        "module.constructor._load('child_process')",
+        "1:import child_process"
+    ));
+    assert!(has(
+        "const {createRequire} = require('module');\nconst r = createRequire(x);\nr('vm');",
+        "3:import vm"
+    ));
+}
+
+#[test]
+fn escapes() {
+    assert!(has(
+        "f(require('child_process'))",
+        "1:ref child_process (module)"
+    ));
+    assert!(has("f(require)", "1:dynamic import"));
+    assert!(has("f(globalThis)", "1:dynamic namespace"));
+    assert!(lacks("if (typeof window !== 'undefined') {}", "dynamic"));
+    assert!(has(
+        "const cp = require('child_process'); cp[x]()",
+        "1:dynamic attribute"
+    ));
+    assert!(lacks("const o = {}; o[x]()", "dynamic"));
+}
+
+#[test]
+fn parse_errors_and_depth() {
+    assert!(facts("foo(").iter().all(|f| f.contains("unparseable")));
+    assert!(has(
+        &format!("x = {}1;", "1+".repeat(5000)),
+        "1:unparseable nesting too deep to analyse"
+    ));
+    let _ = analyze(&"'a'+".repeat(900));
+}
+
+#[test]
+fn paths() {
+    assert!(has(
+        "require('fs').readFileSync('/etc/passwd')",
+        "1:path fs.readFileSync /etc/passwd"
+    ));
+    assert!(has(
+        "import {readFile} from 'node:fs/promises';\nreadFile('/x')",
+        "2:path fs/promises.readFile /x"
+    ));
+}
