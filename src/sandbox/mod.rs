@@ -9,6 +9,22 @@
 //! - `run` takes one fresh container, runs the code, removes the container, and returns
 //!   the outcome; `cancel` kills the run and removes its container.
 //! - `shutdown` removes every container this instance created.
+//!
+//! Below the contract, split by concern: `engine` (sockets, API version), `container`
+//! (limits → `HostConfig`, labels), `instance` (ownership, dead-instance sweep), `pool`
+//! (warm containers), `exec` (code in, output out, timeout, OOM), `output` (the capped
+//! capture), `js_module` (ES module or CommonJS), and `runtime` (all of it together).
+
+mod container;
+mod engine;
+mod exec;
+mod instance;
+pub mod js_module;
+mod output;
+mod pool;
+mod runtime;
+
+pub use container::LABEL;
 
 use crate::analysis::Language;
 use crate::policy::Policy;
@@ -58,29 +74,56 @@ pub enum SandboxError {
 }
 
 /// The runtime for one policy: a connection to the engine and a warm pool per image.
+/// Clones share everything (one `Arc`), so handing a clone to each task is cheap.
 #[derive(Clone)]
 pub struct Sandbox {
-    policy: Arc<Policy>,
+    runtime: Arc<runtime::Runtime>,
 }
 
 impl Sandbox {
+    /// No I/O here: the engine is contacted on the first `warm_up` or `run`.
     pub fn new(policy: Arc<Policy>) -> Sandbox {
-        Sandbox { policy }
+        Sandbox {
+            runtime: Arc::new(runtime::Runtime::new(policy)),
+        }
     }
 
     pub fn policy(&self) -> &Policy {
-        &self.policy
+        self.runtime.policy()
     }
 
+    /// The value of the [`LABEL`] label on this instance's containers:
+    /// `docker ps -a --filter label=code-sandbox-mcp=<this>` lists exactly them.
+    pub fn instance_id(&self) -> &str {
+        self.runtime.instance_id()
+    }
+
+    /// Connects, makes the policy's images available (pulling a missing one) and fills
+    /// the warm pool, returning once it is full. Failures are logged, not returned: the
+    /// next `run` reports them.
     pub async fn warm_up(&self) {
-        unimplemented!("container runtime not built yet")
+        self.runtime.warm_up().await
     }
 
-    pub async fn run(&self, _request: RunRequest, _cancel: CancellationToken) -> Result<RunOutcome, SandboxError> {
-        unimplemented!("container runtime not built yet")
+    /// Ready containers waiting for `language` right now.
+    pub fn warm_containers(&self, language: Language) -> usize {
+        self.runtime.warm_containers(language)
     }
 
+    /// Runs one snippet in a fresh container and removes the container afterwards.
+    /// Waits its turn when `pool.max_concurrent` runs are already going. When `cancel`
+    /// fires, the run is killed and `Err(Cancelled)` returns promptly.
+    pub async fn run(
+        &self,
+        request: RunRequest,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, SandboxError> {
+        self.runtime.run(request, cancel).await
+    }
+
+    /// Removes every container this instance created (warm, running or being created)
+    /// and refuses further runs. Safe to call more than once.
     pub async fn shutdown(&self) {
-        unimplemented!("container runtime not built yet")
+        self.runtime.shutdown().await
     }
 }

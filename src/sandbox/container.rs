@@ -1,0 +1,182 @@
+//! One sandbox container: the policy's limits turned into a `HostConfig`, the labels
+//! that mark it as ours, and its creation and removal.
+//!
+//! A container is a long `sleep` as PID 1 in a locked-down box; code runs in it through
+//! `exec` (see `exec.rs`), once, and then the container is removed. Everything that makes
+//! it safe is set here, from the policy, so `docker inspect` on any sandbox container
+//! shows exactly what the policy asked for.
+
+use super::instance::Instance;
+use super::SandboxError;
+use crate::policy::{NetworkMode, Policy};
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::RemoveContainerOptionsBuilder;
+use bollard::Docker;
+use std::collections::HashMap;
+
+/// The label every sandbox container carries; its value is the owning instance's id.
+pub const LABEL: &str = "code-sandbox-mcp";
+/// The owning process's pid, to find containers left behind by a process that died.
+pub const LABEL_PID: &str = "code-sandbox-mcp.pid";
+/// The owning process's start time (clock ticks since boot), so a reused pid is not
+/// mistaken for the owner still being alive.
+pub const LABEL_PID_START: &str = "code-sandbox-mcp.pid-start";
+/// The owning process's host name: pids only mean something on the same host.
+pub const LABEL_HOST: &str = "code-sandbox-mcp.host";
+
+/// The unprivileged user code runs as (`nobody:nogroup` on Debian images).
+pub const SANDBOX_USER: &str = "65534:65534";
+/// The working directory, a tmpfs; the code file is written there.
+pub const WORKDIR: &str = "/sandbox";
+
+/// The create request for one sandbox container of `image` under `policy`.
+pub fn create_body(policy: &Policy, image: &str, instance: &Instance) -> ContainerCreateBody {
+    let limits = &policy.limits;
+    let tmpfs_options = format!(
+        "rw,nosuid,nodev,noexec,size={},mode=1777",
+        limits.tmpfs.bytes()
+    );
+    let tmpfs = HashMap::from([
+        (WORKDIR.to_string(), tmpfs_options.clone()),
+        ("/tmp".to_string(), tmpfs_options),
+    ]);
+    let memory = i64::try_from(limits.memory.bytes()).unwrap_or(i64::MAX);
+    let host_config = HostConfig {
+        network_mode: Some(
+            match policy.network {
+                NetworkMode::None => "none",
+                NetworkMode::Bridge => "bridge",
+            }
+            .to_string(),
+        ),
+        readonly_rootfs: Some(true),
+        tmpfs: Some(tmpfs),
+        cap_drop: Some(vec!["ALL".to_string()]),
+        security_opt: Some(vec!["no-new-privileges".to_string()]),
+        pids_limit: Some(i64::from(limits.pids)),
+        memory: Some(memory),
+        // Equal to `memory`: no swap on top, so the memory limit is the real limit.
+        memory_swap: Some(memory),
+        nano_cpus: Some((limits.cpus * 1e9).round() as i64),
+        // /dev/shm is writable too; keep it no larger than the other scratch space.
+        shm_size: Some(i64::try_from(limits.tmpfs.bytes()).unwrap_or(i64::MAX)),
+        ..Default::default()
+    };
+    ContainerCreateBody {
+        image: Some(image.to_string()),
+        // The image's own entrypoint (node's docker-entrypoint.sh, say) is bypassed:
+        // PID 1 only has to stay alive until the exec is done.
+        entrypoint: Some(vec!["sleep".to_string(), "infinity".to_string()]),
+        cmd: Some(Vec::new()),
+        user: Some(SANDBOX_USER.to_string()),
+        working_dir: Some(WORKDIR.to_string()),
+        network_disabled: Some(policy.network == NetworkMode::None),
+        labels: Some(instance.labels()),
+        host_config: Some(host_config),
+        ..Default::default()
+    }
+}
+
+/// Creates and starts one container; a container that fails to start is removed.
+pub async fn create_started(
+    docker: &Docker,
+    policy: &Policy,
+    image: &str,
+    instance: &Instance,
+) -> Result<String, SandboxError> {
+    let created = docker
+        .create_container(None, create_body(policy, image, instance))
+        .await
+        .map_err(|e| engine_error(format!("creating a container from `{image}`"), e))?;
+    let id = created.id;
+    if let Err(error) = docker.start_container(&id, None).await {
+        remove(docker, &id).await;
+        return Err(engine_error(
+            format!("starting a container from `{image}`"),
+            error,
+        ));
+    }
+    Ok(id)
+}
+
+/// Kills and removes a container; one that is already gone is not an error.
+pub async fn remove(docker: &Docker, id: &str) {
+    let options = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
+    match docker.remove_container(id, Some(options)).await {
+        Ok(()) => tracing::debug!(container = short(id), "removed"),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => {}
+        // 409: removal already in progress (a timeout kill racing the normal cleanup).
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => {}
+        Err(error) => {
+            tracing::warn!(container = short(id), %error, "could not remove a sandbox container")
+        }
+    }
+}
+
+/// The first 12 characters of an id, as `docker ps` shows it.
+pub fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+pub fn engine_error(doing: String, error: bollard::errors::Error) -> SandboxError {
+    SandboxError::Engine(format!("{doing}: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+
+    fn policy() -> Policy {
+        let mut policy = Policy::preset("default").expect("default preset");
+        policy.limits.memory = crate::policy::ByteSize(64 << 20);
+        policy.limits.tmpfs = crate::policy::ByteSize(16 << 20);
+        policy.limits.pids = 32;
+        policy.limits.cpus = 0.5;
+        policy
+    }
+
+    #[test]
+    fn every_hardening_setting_comes_from_the_policy() {
+        let instance = Instance::for_tests("abc");
+        let body = create_body(&policy(), "python:3.12-slim", &instance);
+        let host = body.host_config.as_ref().unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(host.readonly_rootfs, Some(true));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(
+            host.security_opt,
+            Some(vec!["no-new-privileges".to_string()])
+        );
+        assert_eq!(host.pids_limit, Some(32));
+        assert_eq!(host.memory, Some(64 << 20));
+        assert_eq!(host.memory_swap, Some(64 << 20));
+        assert_eq!(host.nano_cpus, Some(500_000_000));
+        let tmpfs = host.tmpfs.as_ref().unwrap();
+        assert!(tmpfs["/sandbox"].contains("size=16777216"));
+        assert!(tmpfs["/tmp"].contains("size=16777216"));
+        assert_eq!(body.user.as_deref(), Some("65534:65534"));
+        assert_eq!(body.working_dir.as_deref(), Some("/sandbox"));
+        assert_eq!(body.labels.as_ref().unwrap()[LABEL], "abc");
+        assert_eq!(body.image.as_deref(), Some("python:3.12-slim"));
+    }
+
+    #[test]
+    fn bridge_only_when_the_policy_says_so() {
+        let mut policy = policy();
+        policy.network = NetworkMode::Bridge;
+        let body = create_body(&policy, "x", &Instance::for_tests("abc"));
+        assert_eq!(
+            body.host_config.unwrap().network_mode.as_deref(),
+            Some("bridge")
+        );
+        assert_eq!(body.network_disabled, Some(false));
+    }
+}

@@ -1,0 +1,300 @@
+//! Running the code in a started container: one `exec` that writes the code to a file
+//! and runs it, its two output streams captured apart, a wall-clock limit, cancellation,
+//! the exit code, and the OOM evidence.
+//!
+//! Why the code goes in through the exec's stdin and not as a tar upload: on Docker 20.10
+//! (API 1.41) `PUT /containers/{id}/archive` into a read-only container is refused
+//! ("container rootfs is marked read-only") when `/sandbox` is a `HostConfig.Tmpfs`
+//! mount, and when it is a `Mounts` tmpfs the upload reports success but the files
+//! land in the container's own layer under the mount, invisible to the code (checked
+//! on this daemon with `docker cp`). Piping the bytes through the exec's stdin into
+//! `head -c N` writes them into the real tmpfs, uses no host temp files, and costs no
+//! extra round trip: the same exec then runs the interpreter.
+
+use super::container::{engine_error, remove, short};
+use super::output::{Capture, Stream};
+use super::SandboxError;
+use crate::policy::ByteSize;
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::Docker;
+use futures_util::StreamExt;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio_util::sync::CancellationToken;
+
+/// What to run: the file the code is written to and the interpreter's command line.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// File name inside `/sandbox`, e.g. `main.py`.
+    pub file: &'static str,
+    /// The interpreter and its flags; the file name is appended.
+    pub command: &'static [&'static str],
+    pub code: Vec<u8>,
+    pub env: Vec<(String, String)>,
+}
+
+/// How an exec ended.
+#[derive(Debug)]
+pub struct Executed {
+    pub exit_code: i64,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+    pub truncated: bool,
+    pub duration: Duration,
+}
+
+/// Exit code reported when the run was killed (SIGKILL), like a shell reports it.
+pub const KILLED_EXIT_CODE: i64 = 137;
+
+/// The shell line that stores exactly `len` bytes of stdin as `file`, then replaces
+/// itself with the interpreter (stdin from /dev/null, as for any non-interactive run).
+fn shell_line(program: &Program) -> String {
+    let mut line = format!("head -c {} > {} && exec", program.code.len(), program.file);
+    for word in program.command {
+        line.push(' ');
+        line.push_str(word);
+    }
+    line.push(' ');
+    line.push_str(program.file);
+    line.push_str(" </dev/null");
+    line
+}
+
+/// Creates the exec that will store and run `program` in container `id`. Kept apart
+/// from [`execute`] so a pooled container that died while waiting shows up here, before
+/// anything ran, and can be replaced.
+pub async fn create(
+    docker: &Docker,
+    id: &str,
+    program: &Program,
+) -> Result<String, bollard::errors::Error> {
+    let mut env: Vec<String> = vec!["HOME=/tmp".into(), "PYTHONDONTWRITEBYTECODE=1".into()];
+    env.extend(program.env.iter().map(|(k, v)| format!("{k}={v}")));
+    let options = CreateExecOptions {
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(false),
+        env: Some(env),
+        cmd: Some(vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            shell_line(program),
+        ]),
+        working_dir: Some(super::container::WORKDIR.to_string()),
+        ..Default::default()
+    };
+    Ok(docker.create_exec(id, options).await?.id)
+}
+
+/// Starts exec `exec_id` (from [`create`]) in container `id`, feeds it the code and
+/// collects its output. On timeout or cancellation the container is removed (that kills
+/// every process in it); on cancellation `Err(Cancelled)` returns once it is gone.
+pub async fn execute(
+    docker: &Docker,
+    id: &str,
+    exec_id: &str,
+    program: &Program,
+    timeout: Duration,
+    output_limit: ByteSize,
+    cancel: &CancellationToken,
+) -> Result<Executed, SandboxError> {
+    let started = Instant::now();
+    let start = StartExecOptions {
+        detach: false,
+        tty: false,
+        output_capacity: Some(64 * 1024),
+    };
+    let (mut output, mut input) = match docker
+        .start_exec(exec_id, Some(start))
+        .await
+        .map_err(|e| engine_error("starting the exec".into(), e))?
+    {
+        StartExecResults::Attached { output, input } => (output, input),
+        StartExecResults::Detached => {
+            return Err(SandboxError::Engine(
+                "the engine started the exec detached".into(),
+            ))
+        }
+    };
+
+    // Feed the code concurrently with reading the output, so neither side can stall
+    // the other on a full pipe.
+    let code = program.code.clone();
+    let writer = tokio::spawn(async move {
+        let written = input.write_all(&code).await;
+        let _ = input.shutdown().await;
+        written
+    });
+
+    let mut capture = Capture::new(output_limit);
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let mut timed_out = false;
+    let mut stream_error = None;
+    loop {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                writer.abort();
+                remove(docker, id).await;
+                return Err(SandboxError::Cancelled);
+            }
+            _ = &mut deadline => {
+                timed_out = true;
+                break;
+            }
+            item = output.next() => match item {
+                Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
+                    capture.push(Stream::Stdout, &message)
+                }
+                Some(Ok(LogOutput::StdErr { message })) => capture.push(Stream::Stderr, &message),
+                Some(Ok(LogOutput::StdIn { .. })) => {}
+                Some(Err(error)) => {
+                    stream_error = Some(error);
+                    break;
+                }
+                None => break,
+            },
+        }
+    }
+    let duration = started.elapsed();
+    writer.abort();
+
+    if timed_out {
+        tracing::debug!(
+            container = short(id),
+            ?timeout,
+            "wall-clock limit reached: killing"
+        );
+        remove(docker, id).await;
+        let (stdout, stderr, truncated) = capture.finish();
+        return Ok(Executed {
+            exit_code: KILLED_EXIT_CODE,
+            stdout,
+            stderr,
+            timed_out: true,
+            truncated,
+            duration,
+        });
+    }
+
+    let exit_code = match exit_code(docker, exec_id).await {
+        Some(code) => code,
+        None => {
+            let reason = stream_error
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| "the exit code never came".into());
+            return Err(SandboxError::Engine(format!(
+                "reading the run's output: {reason}"
+            )));
+        }
+    };
+    let (stdout, stderr, truncated) = capture.finish();
+    Ok(Executed {
+        exit_code,
+        stdout,
+        stderr,
+        timed_out: false,
+        truncated,
+        duration,
+    })
+}
+
+/// The exec's exit code. The output stream can close a moment before the engine records
+/// the exit, so a still-running answer is asked again, briefly.
+async fn exit_code(docker: &Docker, exec_id: &str) -> Option<i64> {
+    for attempt in 0..200u32 {
+        match docker.inspect_exec(exec_id).await {
+            Ok(info) if info.running != Some(true) => return info.exit_code,
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(%error, "inspecting the exec");
+                return None;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(if attempt < 20 { 2 } else { 10 })).await;
+    }
+    None
+}
+
+/// Whether the kernel's OOM killer struck inside the container: the engine's flag
+/// (set when PID 1 itself was killed) or, since an exec'd process dying does not set
+/// it, the container's memory cgroup counter (`oom_kill` in cgroup v2's
+/// `memory.events`, cgroup v1's `memory.oom_control`). The container is single-use, so
+/// any kill counted there belongs to this run.
+pub async fn oom_killed(docker: &Docker, id: &str) -> bool {
+    if let Ok(info) = docker.inspect_container(id, None).await {
+        if info.state.and_then(|s| s.oom_killed) == Some(true) {
+            return true;
+        }
+    }
+    let options = CreateExecOptions {
+        attach_stdout: Some(true),
+        attach_stderr: Some(false),
+        cmd: Some(vec![
+            "cat".to_string(),
+            "/sys/fs/cgroup/memory.events".to_string(),
+            "/sys/fs/cgroup/memory/memory.oom_control".to_string(),
+        ]),
+        ..Default::default()
+    };
+    let Ok(exec) = docker.create_exec(id, options).await else {
+        return false;
+    };
+    let Ok(StartExecResults::Attached { mut output, .. }) = docker.start_exec(&exec.id, None).await
+    else {
+        return false;
+    };
+    let mut text = Vec::new();
+    while let Some(Ok(chunk)) = output.next().await {
+        text.extend_from_slice(chunk.as_ref());
+        if text.len() > 64 * 1024 {
+            break;
+        }
+    }
+    oom_kills(&String::from_utf8_lossy(&text)) > 0
+}
+
+/// The `oom_kill N` count in cgroup memory statistics (0 when absent).
+fn oom_kills(stats: &str) -> u64 {
+    stats
+        .lines()
+        .filter_map(|line| line.strip_prefix("oom_kill "))
+        .filter_map(|n| n.trim().parse::<u64>().ok())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shell_line_stores_exactly_the_code_then_runs_it() {
+        let program = Program {
+            file: "main.py",
+            command: &["python3", "-u"],
+            code: b"print(1)\n".to_vec(),
+            env: Vec::new(),
+        };
+        assert_eq!(
+            shell_line(&program),
+            "head -c 9 > main.py && exec python3 -u main.py </dev/null"
+        );
+    }
+
+    #[test]
+    fn counts_oom_kills_in_both_cgroup_versions() {
+        let v2 = "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 0\n";
+        assert_eq!(oom_kills(v2), 1);
+        let v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n";
+        assert_eq!(oom_kills(v1), 2);
+        assert_eq!(
+            oom_kills("oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"),
+            0
+        );
+        assert_eq!(oom_kills(""), 0);
+    }
+}

@@ -1,0 +1,147 @@
+//! Who owns a container: every `Sandbox` is an instance with its own id, and every
+//! container it creates carries that id plus the owning process's pid, start time and
+//! host name in its labels. That is what lets `shutdown` find all of its own containers,
+//! and lets a later process remove the ones a crashed (SIGKILLed, OOM-killed, …)
+//! process could not.
+
+use super::container::{LABEL, LABEL_HOST, LABEL_PID, LABEL_PID_START};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The identity stamped on the containers of one `Sandbox`.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub id: String,
+    pid: u32,
+    pid_start: Option<u64>,
+    host: String,
+}
+
+impl Instance {
+    /// A new identity for this process: unique across processes (pid, time) and within
+    /// one (a counter), without a random number crate.
+    pub fn new() -> Instance {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let pid = std::process::id();
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+        Instance {
+            id: format!("{pid:x}-{nanos:x}-{count}"),
+            pid,
+            pid_start: process_start_time(pid),
+            host: host_name(),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn for_tests(id: &str) -> Instance {
+        Instance {
+            id: id.to_string(),
+            pid: 1,
+            pid_start: None,
+            host: "test".into(),
+        }
+    }
+
+    pub fn labels(&self) -> HashMap<String, String> {
+        let mut labels = HashMap::from([
+            (LABEL.to_string(), self.id.clone()),
+            (LABEL_PID.to_string(), self.pid.to_string()),
+            (LABEL_HOST.to_string(), self.host.clone()),
+        ]);
+        if let Some(start) = self.pid_start {
+            labels.insert(LABEL_PID_START.to_string(), start.to_string());
+        }
+        labels
+    }
+
+    /// True when the labels say the container belongs to a process of this host that no
+    /// longer exists. Anything uncertain (another host, no pid, no /proc) is kept:
+    /// removing a live instance's container would break its run.
+    pub fn owner_is_gone(&self, labels: &HashMap<String, String>) -> bool {
+        if labels.get(LABEL).is_some_and(|id| *id == self.id) {
+            return false;
+        }
+        if labels.get(LABEL_HOST) != Some(&self.host) {
+            return false;
+        }
+        let Some(pid) = labels.get(LABEL_PID).and_then(|p| p.parse::<u32>().ok()) else {
+            return false;
+        };
+        if !std::path::Path::new("/proc/self/stat").exists() {
+            return false;
+        }
+        match process_start_time(pid) {
+            None => true,
+            Some(start) => labels
+                .get(LABEL_PID_START)
+                .and_then(|s| s.parse::<u64>().ok())
+                .is_some_and(|recorded| recorded != start),
+        }
+    }
+}
+
+/// Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot.
+/// `None` when there is no such process (or no /proc).
+fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: skip past it.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|name| name.trim().to_string())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_differ_within_one_process() {
+        assert_ne!(Instance::new().id, Instance::new().id);
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_dead_pid_is_not() {
+        let me = Instance::new();
+        let other = Instance::new();
+        // A sibling instance of the same, living process: never stale.
+        assert!(!me.owner_is_gone(&other.labels()));
+        // Our own containers: never stale.
+        assert!(!me.owner_is_gone(&me.labels()));
+        if std::path::Path::new("/proc/self/stat").exists() {
+            let mut dead = other.labels();
+            // pid_max is at most 2^22 on Linux.
+            dead.insert(LABEL_PID.into(), "4194304".into());
+            assert!(me.owner_is_gone(&dead));
+            // Same pid, different start time: the pid was reused by another process.
+            let mut reused = other.labels();
+            reused.insert(LABEL_PID_START.into(), "1".into());
+            assert!(me.owner_is_gone(&reused));
+        }
+    }
+
+    #[test]
+    fn other_hosts_and_unlabelled_pids_are_left_alone() {
+        let me = Instance::new();
+        let mut labels = Instance::new().labels();
+        labels.insert(LABEL_PID.into(), "4194304".into());
+        labels.insert(LABEL_HOST.into(), "some-other-host".into());
+        assert!(!me.owner_is_gone(&labels));
+        let mut labels = Instance::new().labels();
+        labels.remove(LABEL_PID);
+        assert!(!me.owner_is_gone(&labels));
+    }
+}

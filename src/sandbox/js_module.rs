@@ -1,0 +1,166 @@
+//! Which module system a JavaScript snippet needs: Node refuses `import` in a CommonJS
+//! file and `require` in an ES module, and decides by the file's extension, so the
+//! runtime names the file `main.mjs` or `main.cjs` after reading the code.
+//!
+//! The decision uses the tree-sitter parse rather than a text search, so the words
+//! `import`, `export` and `await` inside strings, template literals, comments or
+//! regular expressions never flip it, and `await` inside an `async function` (legal in
+//! CommonJS) is told apart from top-level `await` (which only an ES module allows).
+
+use tree_sitter::{Node, Parser};
+
+/// How Node should load the snippet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsModuleKind {
+    /// `import`/`export` statements, `import.meta` or top-level `await`: `main.mjs`.
+    EsModule,
+    /// Everything else (`require`, plain scripts): `main.cjs`.
+    CommonJs,
+}
+
+impl JsModuleKind {
+    /// The file name that makes Node pick this module system.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            JsModuleKind::EsModule => "main.mjs",
+            JsModuleKind::CommonJs => "main.cjs",
+        }
+    }
+}
+
+/// Reads the code's module system from its syntax tree.
+pub fn detect(code: &str) -> JsModuleKind {
+    let mut parser = Parser::new();
+    if parser
+        .set_language(&tree_sitter_javascript::LANGUAGE.into())
+        .is_err()
+    {
+        // Cannot happen with the grammar compiled in; CommonJS is Node's own default.
+        return JsModuleKind::CommonJs;
+    }
+    let Some(tree) = parser.parse(code, None) else {
+        return JsModuleKind::CommonJs;
+    };
+    if needs_module(tree.root_node()) {
+        JsModuleKind::EsModule
+    } else {
+        JsModuleKind::CommonJs
+    }
+}
+
+/// Nodes that open a new function body: an `await` below one is not top-level.
+fn is_function_boundary(kind: &str) -> bool {
+    matches!(
+        kind,
+        "function_declaration"
+            | "function_expression"
+            | "function"
+            | "arrow_function"
+            | "method_definition"
+            | "generator_function"
+            | "generator_function_declaration"
+            | "class_static_block"
+    )
+}
+
+/// An iterative walk (a recursive one could overflow on deeply nested input).
+fn needs_module(root: Node<'_>) -> bool {
+    // (node, inside a function body)
+    let mut stack = vec![(root, false)];
+    while let Some((node, in_function)) = stack.pop() {
+        match node.kind() {
+            "import_statement" | "export_statement" => return true,
+            // `import.meta`; `new.target` is also a meta_property but is legal anywhere.
+            "meta_property" if is_import_meta(node) => return true,
+            "await_expression" if !in_function => return true,
+            // `for await (… of …)` at top level.
+            "for_in_statement" if !in_function && has_await_keyword(node) => return true,
+            _ => {}
+        }
+        let in_function = in_function || is_function_boundary(node.kind());
+        let mut cursor = node.walk();
+        for child in node.children(&mut cursor) {
+            stack.push((child, in_function));
+        }
+    }
+    false
+}
+
+fn is_import_meta(node: Node<'_>) -> bool {
+    node.child(0).is_some_and(|first| first.kind() == "import")
+}
+
+fn has_await_keyword(node: Node<'_>) -> bool {
+    let mut cursor = node.walk();
+    let found = node.children(&mut cursor).any(|c| c.kind() == "await");
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{detect, JsModuleKind::*};
+
+    #[test]
+    fn import_and_export_statements_make_a_module() {
+        assert_eq!(
+            detect("import fs from 'node:fs';\nconsole.log(1)"),
+            EsModule
+        );
+        assert_eq!(detect("import { a } from './a.js'"), EsModule);
+        assert_eq!(detect("export const x = 1;"), EsModule);
+        assert_eq!(detect("export default function f() {}"), EsModule);
+        assert_eq!(detect("console.log(import.meta.url)"), EsModule);
+    }
+
+    #[test]
+    fn top_level_await_makes_a_module() {
+        assert_eq!(detect("await Promise.resolve(1)"), EsModule);
+        assert_eq!(detect("const x = await fetchIt();"), EsModule);
+        assert_eq!(detect("for await (const x of gen()) {}"), EsModule);
+        assert_eq!(detect("if (true) { await 1 }"), EsModule);
+    }
+
+    #[test]
+    fn await_inside_functions_is_commonjs() {
+        assert_eq!(detect("async function f() { await 1 }\nf()"), CommonJs);
+        assert_eq!(detect("const f = async () => { await g() }"), CommonJs);
+        assert_eq!(
+            detect("class A { async m() { await 1 } static { } }"),
+            CommonJs
+        );
+        assert_eq!(
+            detect("(async () => { for await (const x of y) {} })()"),
+            CommonJs
+        );
+    }
+
+    #[test]
+    fn words_in_strings_comments_and_regexes_do_not_count() {
+        let code = r#"
+            // import fs from 'fs'
+            /* export default 1; await x */
+            const s = "import x from 'y'";
+            const t = `export const a = ${"await"}`;
+            const r = /import|export|await/;
+            const fs = require('fs');
+            console.log(s, t, r, new.target);
+        "#;
+        assert_eq!(detect(code), CommonJs);
+    }
+
+    #[test]
+    fn dynamic_import_is_allowed_in_commonjs() {
+        assert_eq!(detect("import('node:fs').then(m => m)"), CommonJs);
+        assert_eq!(
+            detect("const x = require('x'); module.exports = x"),
+            CommonJs
+        );
+        assert_eq!(detect(""), CommonJs);
+    }
+
+    #[test]
+    fn file_names_follow_the_kind() {
+        assert_eq!(EsModule.file_name(), "main.mjs");
+        assert_eq!(CommonJs.file_name(), "main.cjs");
+    }
+}

@@ -1,0 +1,513 @@
+//! The shared state behind a [`super::Sandbox`]: the lazy engine connection, images
+//! made available once, the warm pool, the concurrency limit, and the record of every
+//! container this instance owns, so that each one is removed after its run, at
+//! shutdown, or by the next instance if this process dies.
+
+use super::container::{self, short, LABEL};
+use super::engine;
+use super::exec::{self, Program};
+use super::instance::Instance;
+use super::js_module;
+use super::pool::Pool;
+use super::{RunOutcome, RunRequest, SandboxError};
+use crate::analysis::Language;
+use crate::policy::Policy;
+use bollard::query_parameters::{CreateImageOptionsBuilder, ListContainersOptionsBuilder};
+use bollard::Docker;
+use futures_util::StreamExt;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, OnceCell, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// How long `shutdown` waits for container creations already sent to the engine, so
+/// that their containers are known and removed too.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
+/// Rounds of "list what is left, remove it" at shutdown: a removal another task started
+/// answers 409 to ours and may still be under way when ours returns.
+const SHUTDOWN_REMOVAL_ROUNDS: u32 = 50;
+
+pub struct Runtime {
+    policy: Arc<Policy>,
+    instance: Instance,
+    /// `None` until the first successful connection; a failure is not remembered, so the
+    /// next run tries again.
+    docker: tokio::sync::Mutex<Option<Docker>>,
+    /// Containers of dead instances are swept once, after the first connection.
+    swept: AtomicBool,
+    /// Per image: checked (and pulled if missing) once. A failed check is retried.
+    images: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
+    pool: Pool,
+    permits: Arc<Semaphore>,
+    closing: CancellationToken,
+    /// Every container created and not yet removed: ready, running or being removed.
+    live: Mutex<HashSet<String>>,
+    /// Creations sent to the engine and not yet recorded in `live`.
+    creating: AtomicUsize,
+    created: Notify,
+}
+
+impl Runtime {
+    pub fn new(policy: Arc<Policy>) -> Runtime {
+        let permits = policy.pool.max_concurrent.max(1);
+        Runtime {
+            policy,
+            instance: Instance::new(),
+            docker: tokio::sync::Mutex::new(None),
+            swept: AtomicBool::new(false),
+            images: Mutex::new(HashMap::new()),
+            pool: Pool::default(),
+            permits: Arc::new(Semaphore::new(permits)),
+            closing: CancellationToken::new(),
+            live: Mutex::new(HashSet::new()),
+            creating: AtomicUsize::new(0),
+            created: Notify::new(),
+        }
+    }
+
+    pub fn instance_id(&self) -> &str {
+        &self.instance.id
+    }
+
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
+    }
+
+    /// The engine, connecting on first use.
+    async fn docker(self: &Arc<Self>) -> Result<Docker, SandboxError> {
+        let mut slot = self.docker.lock().await;
+        if let Some(docker) = slot.as_ref() {
+            return Ok(docker.clone());
+        }
+        let docker = engine::connect(self.policy.engine).await?;
+        *slot = Some(docker.clone());
+        if !self.swept.swap(true, Ordering::SeqCst) {
+            let runtime = self.clone();
+            let docker = docker.clone();
+            tokio::spawn(async move { runtime.sweep_dead_instances(&docker).await });
+        }
+        Ok(docker)
+    }
+
+    /// Connects, makes the images available and fills the pool; waits until done.
+    pub async fn warm_up(self: &Arc<Self>) {
+        let docker = match self.docker().await {
+            Ok(docker) => docker,
+            Err(error) => {
+                tracing::warn!(%error, "warm-up skipped");
+                return;
+            }
+        };
+        let mut images = vec![
+            self.policy.images.python.clone(),
+            self.policy.images.javascript.clone(),
+        ];
+        images.dedup();
+        let mut fills = Vec::new();
+        for image in images {
+            if let Err(error) = self.ensure_image(&docker, &image).await {
+                tracing::warn!(%error, "warm-up: image unavailable");
+                continue;
+            }
+            fills.extend(self.refill(&docker, &image));
+        }
+        futures_util::future::join_all(fills).await;
+        tracing::debug!(instance = %self.instance.id, "warm pool ready");
+    }
+
+    pub async fn run(
+        self: &Arc<Self>,
+        request: RunRequest,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, SandboxError> {
+        if self.closing.is_cancelled() {
+            return Err(SandboxError::Engine("the sandbox is shut down".into()));
+        }
+        // Calls beyond `pool.max_concurrent` wait here, in order; they never fail.
+        let _permit = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+            permit = self.permits.clone().acquire_owned() => permit
+                .map_err(|_| SandboxError::Engine("the sandbox is shut down".into()))?,
+        };
+        let docker = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+            docker = self.docker() => docker?,
+        };
+        let image = self
+            .policy
+            .images
+            .for_language(request.language)
+            .to_string();
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+            ready = self.ensure_image(&docker, &image) => ready?,
+        };
+        let program = program_for(&request);
+        let limit = self.policy.limits.timeout();
+        let timeout = request.timeout.map_or(limit, |wanted| wanted.min(limit));
+
+        let (id, exec_id) = self
+            .container_for(&docker, &image, &program, &cancel)
+            .await?;
+        let result = exec::execute(
+            &docker,
+            &id,
+            &exec_id,
+            &program,
+            timeout,
+            self.policy.limits.output,
+            &cancel,
+        )
+        .await;
+        let outcome = match result {
+            Ok(executed) => {
+                let oom_killed = !executed.timed_out
+                    && executed.exit_code == exec::KILLED_EXIT_CODE
+                    && exec::oom_killed(&docker, &id).await;
+                Ok(RunOutcome {
+                    exit_code: executed.exit_code,
+                    stdout: executed.stdout,
+                    stderr: executed.stderr,
+                    timed_out: executed.timed_out,
+                    oom_killed,
+                    truncated: executed.truncated,
+                    duration_ms: executed.duration.as_millis() as u64,
+                })
+            }
+            Err(error) => Err(error),
+        };
+        // Timeouts and cancellations removed the container already; removing again is
+        // a harmless 404. The removal runs after the answer is returned.
+        self.discard_in_background(&docker, id);
+        // Refill once this run is done, so the new container's start does not compete
+        // with this run for the CPU.
+        self.refill(&docker, &image);
+        outcome
+    }
+
+    /// A started container with the run's exec created in it: a warm one when the pool
+    /// has one, else a new one. A pooled container that died while waiting (the engine
+    /// restarted, say) is replaced once by a new one.
+    async fn container_for(
+        self: &Arc<Self>,
+        docker: &Docker,
+        image: &str,
+        program: &Program,
+        cancel: &CancellationToken,
+    ) -> Result<(String, String), SandboxError> {
+        if let Some(id) = self.pool.take(image) {
+            match exec::create(docker, &id, program).await {
+                Ok(exec_id) => return Ok((id, exec_id)),
+                Err(error) => {
+                    tracing::warn!(container = short(&id), %error, "a warm container is unusable; using a new one");
+                    self.discard_in_background(docker, id);
+                }
+            }
+        }
+        let id = self.create_cancellable(docker, image, cancel).await?;
+        match exec::create(docker, &id, program).await {
+            Ok(exec_id) => Ok((id, exec_id)),
+            Err(error) => {
+                self.discard_in_background(docker, id);
+                Err(container::engine_error("creating the exec".into(), error))
+            }
+        }
+    }
+
+    /// Creates a container in its own task: if the caller is cancelled meanwhile, the
+    /// task still learns the new container's id and removes it.
+    async fn create_cancellable(
+        self: &Arc<Self>,
+        docker: &Docker,
+        image: &str,
+        cancel: &CancellationToken,
+    ) -> Result<String, SandboxError> {
+        let mut task = tokio::spawn({
+            let runtime = self.clone();
+            let docker = docker.clone();
+            let image = image.to_string();
+            async move { runtime.create(&docker, &image).await }
+        });
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                let runtime = self.clone();
+                let docker = docker.clone();
+                tokio::spawn(async move {
+                    if let Ok(Ok(id)) = task.await {
+                        runtime.discard(&docker, &id).await;
+                    }
+                });
+                Err(SandboxError::Cancelled)
+            }
+            created = &mut task => match created {
+                Ok(result) => result,
+                Err(join_error) => Err(SandboxError::Engine(format!("creating a container: {join_error}"))),
+            },
+        }
+    }
+
+    /// Creates and starts one container and records it as ours.
+    async fn create(
+        self: &Arc<Self>,
+        docker: &Docker,
+        image: &str,
+    ) -> Result<String, SandboxError> {
+        if self.closing.is_cancelled() {
+            return Err(SandboxError::Engine("the sandbox is shut down".into()));
+        }
+        self.creating.fetch_add(1, Ordering::SeqCst);
+        let created = container::create_started(docker, &self.policy, image, &self.instance).await;
+        let result = match created {
+            Ok(id) if self.closing.is_cancelled() => {
+                container::remove(docker, &id).await;
+                Err(SandboxError::Engine("the sandbox is shut down".into()))
+            }
+            Ok(id) => {
+                self.live_set().insert(id.clone());
+                tracing::debug!(container = short(&id), image, "container ready");
+                Ok(id)
+            }
+            Err(error) => Err(error),
+        };
+        self.creating.fetch_sub(1, Ordering::SeqCst);
+        self.created.notify_waiters();
+        result
+    }
+
+    /// Starts the creations that bring `image`'s pool back to `pool.size`.
+    fn refill(self: &Arc<Self>, docker: &Docker, image: &str) -> Vec<tokio::task::JoinHandle<()>> {
+        if self.closing.is_cancelled() {
+            return Vec::new();
+        }
+        let missing = self.pool.reserve(image, self.policy.pool.size);
+        (0..missing)
+            .map(|_| {
+                let runtime = self.clone();
+                let docker = docker.clone();
+                let image = image.to_string();
+                tokio::spawn(async move {
+                    match runtime.create(&docker, &image).await {
+                        Ok(id) => runtime.pool.finished(&image, Some(id)),
+                        Err(error) => {
+                            runtime.pool.finished(&image, None);
+                            if !runtime.closing.is_cancelled() {
+                                tracing::warn!(%error, image, "could not refill the warm pool");
+                            }
+                        }
+                    }
+                })
+            })
+            .collect()
+    }
+
+    async fn discard(&self, docker: &Docker, id: &str) {
+        container::remove(docker, id).await;
+        self.live_set().remove(id);
+    }
+
+    fn discard_in_background(self: &Arc<Self>, docker: &Docker, id: String) {
+        let runtime = self.clone();
+        let docker = docker.clone();
+        tokio::spawn(async move { runtime.discard(&docker, &id).await });
+    }
+
+    /// Checks that `image` exists, pulling it once if it does not.
+    async fn ensure_image(&self, docker: &Docker, image: &str) -> Result<(), SandboxError> {
+        let cell = self
+            .images
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(image.to_string())
+            .or_default()
+            .clone();
+        cell.get_or_try_init(|| async {
+            match docker.inspect_image(image).await {
+                Ok(_) => Ok(()),
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => pull(docker, image).await,
+                Err(error) => Err(container::engine_error(
+                    format!("inspecting image `{image}`"),
+                    error,
+                )),
+            }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Removes every container this instance owns; no new ones are made afterwards.
+    pub async fn shutdown(&self) {
+        self.closing.cancel();
+        self.permits.close();
+        let Some(docker) = self.docker.lock().await.clone() else {
+            return; // never connected: nothing was created
+        };
+        // Creations already sent to the engine finish and record their container (or
+        // remove it, seeing `closing`), so none is missed below.
+        let waited = tokio::time::timeout(SHUTDOWN_WAIT, async {
+            loop {
+                let notified = self.created.notified();
+                if self.creating.load(Ordering::SeqCst) == 0 {
+                    break;
+                }
+                notified.await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            tracing::warn!("container creations still pending at shutdown");
+        }
+        self.pool.drain();
+        let mut ids: HashSet<String> = self.live_set().drain().collect();
+        let own = format!("{LABEL}={}", self.instance.id);
+        let mut rounds = 0;
+        loop {
+            // Anything labelled with this instance's id, in case a record was missed.
+            ids.extend(
+                list_labelled(&docker, &own)
+                    .await
+                    .into_iter()
+                    .map(|(id, _)| id),
+            );
+            if ids.is_empty() {
+                break;
+            }
+            rounds += 1;
+            if rounds > SHUTDOWN_REMOVAL_ROUNDS {
+                tracing::warn!(
+                    left = ids.len(),
+                    "sandbox containers could not all be removed"
+                );
+                break;
+            }
+            if rounds > 1 {
+                // A removal started elsewhere (a run's own cleanup) is still finishing.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            futures_util::future::join_all(ids.iter().map(|id| container::remove(&docker, id)))
+                .await;
+            ids.clear();
+        }
+        tracing::debug!(instance = %self.instance.id, "sandbox containers removed at shutdown");
+    }
+
+    /// Removes containers whose owning process (by their labels) is gone from this host.
+    async fn sweep_dead_instances(&self, docker: &Docker) {
+        let stale: Vec<String> = list_labelled(docker, LABEL)
+            .await
+            .into_iter()
+            .filter(|(_, labels)| self.instance.owner_is_gone(labels))
+            .map(|(id, _)| id)
+            .collect();
+        if stale.is_empty() {
+            return;
+        }
+        tracing::info!(
+            count = stale.len(),
+            "removing sandbox containers left by processes that are gone"
+        );
+        futures_util::future::join_all(stale.iter().map(|id| container::remove(docker, id))).await;
+    }
+
+    fn live_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ready containers in the pool for `language`'s image (for tests and the bench).
+    pub fn warm_containers(&self, language: Language) -> usize {
+        self.pool.ready(self.policy.images.for_language(language))
+    }
+}
+
+/// Containers (running or not) matching a label filter, with their labels.
+async fn list_labelled(docker: &Docker, filter: &str) -> Vec<(String, HashMap<String, String>)> {
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&HashMap::from([(
+            "label".to_string(),
+            vec![filter.to_string()],
+        )]))
+        .build();
+    match docker.list_containers(Some(options)).await {
+        Ok(containers) => containers
+            .into_iter()
+            .filter_map(|c| Some((c.id?, c.labels.unwrap_or_default())))
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "listing sandbox containers");
+            Vec::new()
+        }
+    }
+}
+
+/// Pulls `image`, logging progress to stderr (through tracing) as layers arrive.
+async fn pull(docker: &Docker, image: &str) -> Result<(), SandboxError> {
+    tracing::info!(image, "image not found locally: pulling it");
+    let options = CreateImageOptionsBuilder::default()
+        .from_image(image)
+        .build();
+    let mut progress = docker.create_image(Some(options), None, None);
+    let mut last = String::new();
+    while let Some(item) = progress.next().await {
+        match item {
+            Ok(info) => {
+                let line = [info.id.as_deref(), info.status.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(": ");
+                if line != last && !line.is_empty() {
+                    // Byte counts tick many times a second: those go to debug.
+                    if info.progress_detail.is_some_and(|p| p.current.is_some()) {
+                        tracing::debug!(image, "{line}");
+                    } else {
+                        tracing::info!(image, "{line}");
+                    }
+                    last = line;
+                }
+                if let Some(error) = info.error_detail.and_then(|d| d.message) {
+                    return Err(image_unavailable(image, &error));
+                }
+            }
+            Err(error) => return Err(image_unavailable(image, &error.to_string())),
+        }
+    }
+    match docker.inspect_image(image).await {
+        Ok(_) => {
+            tracing::info!(image, "image pulled");
+            Ok(())
+        }
+        Err(error) => Err(image_unavailable(image, &error.to_string())),
+    }
+}
+
+fn image_unavailable(image: &str, reason: &str) -> SandboxError {
+    SandboxError::ImageUnavailable(format!(
+        "image `{image}` is not available locally and pulling it failed ({reason}). Pull it \
+         with `docker pull {image}` where a registry is reachable, or build the offline image \
+         with scripts/build-offline-image.sh (it makes `code-sandbox-mcp-runtime:local`) and \
+         set the policy's `images:` (python:, javascript:) to an image that exists locally"
+    ))
+}
+
+/// The file and interpreter for a request. JavaScript becomes `main.mjs` or `main.cjs`
+/// by its syntax, since Node picks the module system by extension.
+fn program_for(request: &RunRequest) -> Program {
+    let (file, command): (&'static str, &'static [&'static str]) = match request.language {
+        Language::Python => ("main.py", &["python3", "-u"]),
+        Language::JavaScript => (js_module::detect(&request.code).file_name(), &["node"]),
+    };
+    Program {
+        file,
+        command,
+        code: request.code.as_bytes().to_vec(),
+        env: request.env.clone(),
+    }
+}

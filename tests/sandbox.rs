@@ -1,0 +1,588 @@
+//! The container runtime against the real engine and the offline image
+//! (tests/policies/local-image.yaml). Every test makes its own `Sandbox`, shuts it
+//! down, and checks that no container labelled with that instance's id is left, so the
+//! tests can run in parallel without seeing each other's containers.
+
+mod common;
+
+use code_sandbox_mcp::analysis::Language;
+use code_sandbox_mcp::policy::{ByteSize, EngineKind, HumanDuration, Policy};
+use code_sandbox_mcp::sandbox::{RunOutcome, RunRequest, Sandbox, SandboxError};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The local-image policy with a small pool (tests make many instances) and `adjust`
+/// applied, for limits a test wants to hit quickly.
+fn policy(adjust: impl FnOnce(&mut Policy)) -> Arc<Policy> {
+    let path = common::local_image_policy();
+    let mut policy =
+        Policy::discover(Some(path.to_str().unwrap()), common::root()).expect("test policy loads");
+    policy.pool.size = 1;
+    adjust(&mut policy);
+    Arc::new(policy)
+}
+
+fn request(language: Language, code: &str) -> RunRequest {
+    RunRequest {
+        language,
+        code: code.to_string(),
+        timeout: None,
+        env: Vec::new(),
+    }
+}
+
+async fn run(sandbox: &Sandbox, language: Language, code: &str) -> RunOutcome {
+    sandbox
+        .run(request(language, code), CancellationToken::new())
+        .await
+        .expect("the run happens")
+}
+
+/// Containers of one instance, running or not.
+fn containers_of(sandbox: &Sandbox) -> Vec<String> {
+    let output = Command::new("docker")
+        .args(["ps", "-a", "-q", "--filter"])
+        .arg(format!(
+            "label={}={}",
+            code_sandbox_mcp::sandbox::LABEL,
+            sandbox.instance_id()
+        ))
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Shuts the sandbox down and checks that nothing of it is left.
+async fn finish(sandbox: Sandbox) {
+    sandbox.shutdown().await;
+    assert_eq!(
+        containers_of(&sandbox),
+        Vec::<String>::new(),
+        "containers left after shutdown"
+    );
+}
+
+/// Skips (or, with CI=true, fails) when no engine can be had.
+macro_rules! require_docker {
+    () => {
+        if !common::docker_ready() {
+            return;
+        }
+    };
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_in_python_and_javascript() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|_| {}));
+    let python = run(&sandbox, Language::Python, "print('hello from', 'python')").await;
+    assert_eq!(python.stdout, "hello from python\n");
+    assert_eq!(python.stderr, "");
+    assert_eq!(python.exit_code, 0);
+    assert!(!python.timed_out && !python.oom_killed && !python.truncated);
+
+    let javascript = run(
+        &sandbox,
+        Language::JavaScript,
+        "console.log('hello from', 'javascript')",
+    )
+    .await;
+    assert_eq!(javascript.stdout, "hello from javascript\n");
+    assert_eq!(javascript.stderr, "");
+    assert_eq!(javascript.exit_code, 0);
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn javascript_runs_as_es_module_or_commonjs_by_its_syntax() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|_| {}));
+    let esm = run(
+        &sandbox,
+        Language::JavaScript,
+        "import { sep } from 'node:path';\n\
+         const value = await Promise.resolve(42);\n\
+         console.log(sep, value, typeof require, import.meta.url.endsWith('/main.mjs'));",
+    )
+    .await;
+    assert_eq!(esm.stderr, "");
+    assert_eq!(esm.stdout, "/ 42 undefined true\n");
+
+    // `import`/`export`/`await` only in strings and comments: still CommonJS.
+    let cjs = run(
+        &sandbox,
+        Language::JavaScript,
+        "// import x from 'y'\n\
+         const path = require('path');\n\
+         const text = \"export default await thing\";\n\
+         console.log(typeof require, typeof module.exports, path.basename(__filename), text.length);",
+    )
+    .await;
+    assert_eq!(cjs.stderr, "");
+    assert_eq!(cjs.stdout, "function object main.cjs 26\n");
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_run_keeps_stderr_partial_stdout_and_its_exit_code() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|_| {}));
+    let failed = run(
+        &sandbox,
+        Language::Python,
+        "import sys\nprint('before the error')\nprint('to stderr', file=sys.stderr)\nraise ValueError('boom')\n",
+    )
+    .await;
+    assert_eq!(failed.exit_code, 1);
+    assert_eq!(failed.stdout, "before the error\n");
+    assert!(
+        failed.stderr.starts_with("to stderr\n"),
+        "{}",
+        failed.stderr
+    );
+    assert!(failed.stderr.contains("Traceback"), "{}", failed.stderr);
+    assert!(
+        failed.stderr.contains("ValueError: boom"),
+        "{}",
+        failed.stderr
+    );
+
+    let exit_3 = run(&sandbox, Language::Python, "import sys\nsys.exit(3)").await;
+    assert_eq!(exit_3.exit_code, 3);
+    let exit_7 = run(
+        &sandbox,
+        Language::JavaScript,
+        "console.error('leaving'); process.exitCode = 7;",
+    )
+    .await;
+    assert_eq!((exit_7.exit_code, exit_7.stderr.as_str()), (7, "leaving\n"));
+    let thrown = run(&sandbox, Language::JavaScript, "throw new Error('js boom')").await;
+    assert_eq!(thrown.exit_code, 1);
+    assert!(
+        thrown.stderr.contains("Error: js boom"),
+        "{}",
+        thrown.stderr
+    );
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wall_clock_limit_kills_the_run_and_keeps_its_output() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|_| {}));
+    let mut slow = request(
+        Language::Python,
+        "import time\nprint('started', flush=True)\ntime.sleep(600)\nprint('never')",
+    );
+    // The request asks for less than the policy's limit: the smaller one applies.
+    slow.timeout = Some(Duration::from_secs(1));
+    let outcome = sandbox
+        .run(slow, CancellationToken::new())
+        .await
+        .expect("the run happens");
+    assert!(outcome.timed_out);
+    assert_eq!(outcome.exit_code, 137);
+    assert_eq!(outcome.stdout, "started\n");
+    assert!(!outcome.oom_killed);
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_timeout_caps_a_longer_request() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| {
+        p.limits.timeout = HumanDuration(Duration::from_millis(1500))
+    }));
+    let mut slow = request(Language::JavaScript, "setTimeout(() => {}, 600000)");
+    slow.timeout = Some(Duration::from_secs(3600));
+    let outcome = sandbox
+        .run(slow, CancellationToken::new())
+        .await
+        .expect("the run happens");
+    assert!(outcome.timed_out);
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_is_oom_killed() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| p.limits.memory = ByteSize(64 << 20)));
+    let outcome = run(
+        &sandbox,
+        Language::Python,
+        "print('allocating', flush=True)\nchunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))\n",
+    )
+    .await;
+    assert!(outcome.oom_killed, "{outcome:?}");
+    assert_eq!(outcome.exit_code, 137);
+    assert!(!outcome.timed_out);
+    assert_eq!(outcome.stdout, "allocating\n");
+
+    // A process killed by SIGKILL for another reason is not reported as OOM.
+    let killed = run(
+        &sandbox,
+        Language::Python,
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+    )
+    .await;
+    assert_eq!(killed.exit_code, 137);
+    assert!(!killed.oom_killed);
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_is_stopped_by_the_pids_limit() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| {
+        p.limits.pids = 24;
+        p.limits.timeout = HumanDuration(Duration::from_secs(2));
+    }));
+    // Children close their ends of the output pipes, so the parent's exit ends the run.
+    let counted = run(
+        &sandbox,
+        Language::Python,
+        "import os, time\n\
+         children = 0\n\
+         try:\n\
+         \x20   while True:\n\
+         \x20       if os.fork() == 0:\n\
+         \x20           os.close(1); os.close(2)\n\
+         \x20           time.sleep(60)\n\
+         \x20           os._exit(0)\n\
+         \x20       children += 1\n\
+         except OSError as error:\n\
+         \x20   print(children, error.errno)\n",
+    )
+    .await;
+    let fields: Vec<u32> = counted
+        .stdout
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    assert_eq!(fields.len(), 2, "{counted:?}");
+    assert!(fields[0] < 24, "{} processes started", fields[0]);
+    assert_eq!(fields[1], 11, "fork fails with EAGAIN");
+
+    // The classic bomb: contained until the wall-clock limit kills the container.
+    let bomb = run(
+        &sandbox,
+        Language::Python,
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+    )
+    .await;
+    assert!(bomb.timed_out, "{bomb:?}");
+    // The engine is fine afterwards.
+    let after = run(&sandbox, Language::Python, "print('still here')").await;
+    assert_eq!(after.stdout, "still here\n");
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_flood_is_truncated_and_the_exit_code_kept() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| p.limits.output = ByteSize(64 << 10)));
+    let flood = run(
+        &sandbox,
+        Language::Python,
+        "import sys\nline = 'x' * 99 + '\\n'\nfor _ in range(100_000):\n    sys.stdout.write(line)\nsys.exit(4)\n",
+    )
+    .await;
+    assert!(flood.truncated);
+    assert_eq!(flood.exit_code, 4, "the program ran to its end");
+    assert!(!flood.timed_out);
+    assert!(
+        flood.stdout.ends_with("\n[output truncated at 64KiB]\n"),
+        "{}",
+        &flood.stdout[flood.stdout.len().saturating_sub(100)..]
+    );
+    // What was kept, plus the newline that puts the marker on a line of its own.
+    let kept = flood.stdout.len() - "\n[output truncated at 64KiB]\n".len();
+    assert!(kept <= 64 << 10, "{kept} bytes kept");
+    assert!(kept > 60 << 10, "{kept} bytes kept");
+
+    // The cap counts both streams.
+    let both = run(
+        &sandbox,
+        Language::JavaScript,
+        "const chunk = 'y'.repeat(1000);\n\
+         for (let i = 0; i < 40; i++) { console.log(chunk); console.error(chunk); }",
+    )
+    .await;
+    assert!(both.truncated);
+    assert!(both.stdout.len() + both.stderr.len() < (64 << 10) + 100);
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_that_is_not_utf8_is_kept_with_replacement_characters() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|_| {}));
+    let outcome = run(
+        &sandbox,
+        Language::Python,
+        "import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe end\\n')\nsys.stderr.buffer.write(b'\\xc3')\n",
+    )
+    .await;
+    assert_eq!(outcome.stdout, "ok \u{FFFD}\u{FFFD} end\n");
+    assert_eq!(outcome.stderr, "\u{FFFD}");
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_container_is_locked_down() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| p.limits.tmpfs = ByteSize(4 << 20)));
+    let outcome = run(
+        &sandbox,
+        Language::Python,
+        r#"import os, socket
+print("uid", os.getuid(), os.getgid())
+status = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+print("caps", status["CapEff"].strip(), status["CapBnd"].strip(), "nnp", status["NoNewPrivs"].strip())
+for path in ["/etc/written", "/usr/written", "/written"]:
+    try:
+        open(path, "w")
+        print("wrote", path)
+    except OSError as e:
+        print("refused", path, e.errno)
+for path in ["/sandbox/ok", "/tmp/ok"]:
+    open(path, "w").write("fine")
+    print("wrote", path)
+try:
+    with open("/tmp/big", "wb") as f:
+        f.write(b"x" * (8 << 20))
+    print("wrote 8MiB")
+except OSError as e:
+    print("tmpfs full", e.errno)
+print("interfaces", sorted(name for _, name in socket.if_nameindex()))
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=2)
+    print("connected")
+except OSError as e:
+    print("no network", e.errno)
+"#,
+    )
+    .await;
+    assert_eq!(outcome.stderr, "");
+    let lines: Vec<&str> = outcome.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "uid 65534 65534",
+            "caps 0000000000000000 0000000000000000 nnp 1",
+            "refused /etc/written 30",
+            "refused /usr/written 30",
+            "refused /written 30",
+            "wrote /sandbox/ok",
+            "wrote /tmp/ok",
+            "tmpfs full 28",
+            "interfaces ['lo']",
+            "no network 101",
+        ]
+    );
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_run_gets_a_fresh_container_and_its_own_env() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|_| {}));
+    let first = run(
+        &sandbox,
+        Language::Python,
+        "import os\nopen('/tmp/left-behind', 'w').write('x')\nprint(os.path.exists('/tmp/left-behind'))",
+    )
+    .await;
+    assert_eq!(first.stdout, "True\n");
+    let mut second = request(
+        Language::Python,
+        "import os\nprint(os.path.exists('/tmp/left-behind'), os.environ['GREETING'])",
+    );
+    second.env = vec![("GREETING".into(), "hi there".into())];
+    let second = sandbox.run(second, CancellationToken::new()).await.unwrap();
+    assert_eq!(second.stdout, "False hi there\n");
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_concurrent_runs_queue_and_all_succeed() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| {
+        p.pool.size = 2;
+        p.pool.max_concurrent = 3;
+    }));
+    sandbox.warm_up().await;
+    let runs = (0..8).map(|i| {
+        let sandbox = sandbox.clone();
+        let language = if i % 2 == 0 {
+            Language::Python
+        } else {
+            Language::JavaScript
+        };
+        let code = match language {
+            Language::Python => format!("print('run', {i})"),
+            Language::JavaScript => format!("console.log('run', {i})"),
+        };
+        tokio::spawn(async move { run(&sandbox, language, &code).await })
+    });
+    let outcomes = futures_util::future::join_all(runs).await;
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        let outcome = outcome.expect("no panic");
+        assert_eq!(outcome.stdout, format!("run {i}\n"));
+        assert_eq!(outcome.exit_code, 0);
+    }
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_warm_pool_fills_and_refills() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| p.pool.size = 2));
+    assert_eq!(
+        sandbox.warm_containers(Language::Python),
+        0,
+        "no I/O in new()"
+    );
+    sandbox.warm_up().await;
+    // Both languages share the local image: one pool of two.
+    assert_eq!(sandbox.warm_containers(Language::Python), 2);
+    assert_eq!(containers_of(&sandbox).len(), 2);
+    run(&sandbox, Language::Python, "print(1)").await;
+    let mut refilled = false;
+    for _ in 0..200 {
+        if sandbox.warm_containers(Language::Python) == 2 && containers_of(&sandbox).len() == 2 {
+            refilled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(refilled, "the used container is removed and replaced");
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_kills_the_run() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|_| {}));
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn({
+        let sandbox = sandbox.clone();
+        let cancel = cancel.clone();
+        async move {
+            sandbox
+                .run(
+                    request(Language::Python, "import time\ntime.sleep(600)"),
+                    cancel,
+                )
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cancel.cancel();
+    let result = task.await.unwrap();
+    assert!(matches!(result, Err(SandboxError::Cancelled)), "{result:?}");
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_image_says_how_to_get_one() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| {
+        p.images.python = "code-sandbox-mcp-test/no-such-image:never".into()
+    }));
+    let error = sandbox
+        .run(
+            request(Language::Python, "print(1)"),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    let SandboxError::ImageUnavailable(message) = error else {
+        panic!("{error:?}")
+    };
+    assert!(
+        message.contains("code-sandbox-mcp-test/no-such-image:never"),
+        "{message}"
+    );
+    assert!(
+        message.contains("scripts/build-offline-image.sh"),
+        "{message}"
+    );
+    assert!(message.contains("images:"), "{message}");
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_engine_is_one_clear_error() {
+    // No Podman socket on this machine (Docker is the engine here); no engine needed.
+    let podman_present = ["/run/podman/podman.sock"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists())
+        || std::env::var_os("CONTAINER_HOST").is_some();
+    if podman_present {
+        return;
+    }
+    let sandbox = Sandbox::new(policy(|p| p.engine = EngineKind::Podman));
+    for _ in 0..2 {
+        // The second call tries again rather than remembering the failure.
+        let error = sandbox
+            .run(
+                request(Language::Python, "print(1)"),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        let SandboxError::EngineUnreachable(message) = error else {
+            panic!("{error:?}")
+        };
+        assert!(message.contains("/run/podman/podman.sock"), "{message}");
+        assert!(message.contains("podman.socket"), "{message}");
+    }
+    sandbox.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_of_a_dead_process_are_removed_at_start() {
+    require_docker!();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    let dead = format!("dead-instance-{}", std::process::id());
+    let created = Command::new("docker")
+        .args(["create", "--label"])
+        .arg(format!("code-sandbox-mcp={dead}"))
+        // pid_max is at most 2^22: no process has this pid.
+        .args(["--label", "code-sandbox-mcp.pid=4194304", "--label"])
+        .arg(format!("code-sandbox-mcp.host={host}"))
+        .args(["code-sandbox-mcp-runtime:local", "sleep", "infinity"])
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    let orphan = String::from_utf8_lossy(&created.stdout).trim().to_string();
+
+    let sandbox = Sandbox::new(policy(|_| {}));
+    run(&sandbox, Language::Python, "print(1)").await;
+    let mut gone = false;
+    for _ in 0..100 {
+        let inspect = Command::new("docker")
+            .args(["inspect", &orphan])
+            .output()
+            .unwrap();
+        if !inspect.status.success() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if !gone {
+        let _ = Command::new("docker").args(["rm", "-f", &orphan]).output();
+    }
+    assert!(gone, "the dead instance's container was removed");
+    finish(sandbox).await;
+}
