@@ -161,18 +161,21 @@ async fn a_network_policy_makes_the_run_tools_open_world() {
 #[tokio::test]
 async fn check_code_reports_findings_without_running_anything() {
     let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let code = "const fs = require('fs');\nconst { execSync } = require('child_process');\n";
     let result = server
         .client
         .call_tool(
             "check_code",
-            json!({"code": "import os\nos.system('ls')\n", "language": "python"}),
+            json!({"code": code, "language": "javascript"}),
         )
         .await;
     assert!(!is_error(&result), "{result}");
     let check = structured(&result);
     assert_eq!(check["allowed"], false, "{result}");
+    assert_eq!(check["language"], "javascript", "{result}");
     let finding = &check["findings"][0];
     assert_eq!(finding["rule"], "process-exec", "{result}");
+    assert_eq!(finding["action"], "deny", "{result}");
     assert_eq!(finding["line"], 2, "{result}");
     assert!(text_of(&result).contains("process-exec"), "{result}");
 
@@ -180,7 +183,7 @@ async fn check_code_reports_findings_without_running_anything() {
         .client
         .call_tool(
             "check_code",
-            json!({"code": "console.log(1)", "language": "javascript"}),
+            json!({"code": "console.log(1)", "language": "js"}),
         )
         .await;
     assert_eq!(structured(&result)["allowed"], true, "{result}");
@@ -190,12 +193,10 @@ async fn check_code_reports_findings_without_running_anything() {
 #[tokio::test]
 async fn a_denial_runs_nothing_and_names_rule_line_and_column() {
     let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let code = "console.log('before');\nconst cp = require('child_process');\ncp.execSync('ls');\n";
     let result = server
         .client
-        .call_tool(
-            "run_python_code",
-            json!({"code": "print('before')\nimport subprocess\nsubprocess.run(['ls'])\n"}),
-        )
+        .call_tool("run_javascript_code", json!({"code": code}))
         .await;
     assert!(is_error(&result), "{result}");
     let run = structured(&result);
@@ -323,18 +324,17 @@ async fn warnings_ride_along_with_a_successful_run() {
         return;
     }
     let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let code = "const net = require('net');\nconsole.log('ran', typeof net.connect);\n";
     let result = server
         .client
-        .call_tool(
-            "run_python_code",
-            json!({"code": "import socket\nprint('ran')\n"}),
-        )
+        .call_tool("run_javascript_code", json!({"code": code}))
         .await;
     assert!(!is_error(&result), "{result}");
     let run = structured(&result);
-    assert_eq!(run["stdout"], "ran\n", "{result}");
+    assert_eq!(run["stdout"], "ran function\n", "{result}");
     assert_eq!(run["findings"][0]["rule"], "network", "{result}");
     assert_eq!(run["findings"][0]["action"], "warn", "{result}");
+    assert!(text_of(&result).contains("Warnings"), "{result}");
     server.close().await;
 }
 

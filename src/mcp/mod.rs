@@ -104,10 +104,6 @@ impl ServerHandler for CodeSandboxServer {
     }
 }
 
-/// How long shutdown waits for a warm-up still in progress. Clients give a server about
-/// two seconds after closing its stdin before they send SIGTERM, then SIGKILL.
-const WARM_UP_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// How a [`serve`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServeEnd {
@@ -179,14 +175,10 @@ where
     };
     server_stop.cancel();
     forward_stop.abort();
-    // Let a warm-up in progress finish registering what it started, so that `shutdown`
-    // sees it; but a slow one (an image pull) must not hold the exit.
-    match tokio::time::timeout(WARM_UP_GRACE, warm).await {
-        Ok(Err(error)) => tracing::warn!(%error, "warming the pool failed"),
-        Ok(Ok(())) => {}
-        Err(_) => tracing::warn!("warm-up still running at shutdown; removing containers anyway"),
-    }
+    // `shutdown` also removes what a warm-up still in progress is creating, and no
+    // container is made after it; the warm-up task is then of no further use.
     sandbox.shutdown().await;
+    warm.abort();
     tracing::info!("every container removed; bye");
     end
 }
