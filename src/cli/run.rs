@@ -1,13 +1,340 @@
-//! `run`: check, then run in a container. (Filled in by the container runtime work.)
+//! `run`: check a file against the policy, then run it in a container.
+//!
+//! The policy check comes first and decides: a denial prints the findings (the same
+//! `path:line:col: rule [deny] message` lines as `check`) to stderr and runs nothing
+//! (exit 1); warnings are printed too and the run goes ahead. With `--format text` the
+//! snippet's stdout and stderr pass through and its exit code becomes ours; with
+//! `--format json` one JSON object says everything (the run's outcome, the findings,
+//! the policy's name) and the exit code is still the snippet's.
+//!
+//! Exit codes besides the snippet's own: 1 denied, 2 usage or input error (too large,
+//! not UTF-8, unknown language, bad policy), 125 the container engine could not run it
+//! (the code `docker run` uses for the same), 130/143 interrupted by SIGINT/SIGTERM.
+
+use super::{PolicyArg, EXIT_USAGE};
+use crate::analysis::Language;
+use crate::policy::{Finding, PolicyEngine, Report};
+use crate::sandbox::{RunOutcome, RunRequest, Sandbox, SandboxError};
+use serde::Serialize;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Exit code when the engine could not run the snippet at all.
+const EXIT_ENGINE: u8 = 125;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
+    /// The file to run, or `-` to read the code from standard input (needs --language).
+    #[arg(value_name = "FILE|-")]
+    pub file: PathBuf,
+    /// Language of standard input, or of a file whose extension does not say.
+    #[arg(long, value_name = "python|javascript")]
+    pub language: Option<Language>,
+    /// `text` passes the snippet's output through; `json` prints one result object.
+    #[arg(long, value_enum, default_value_t = RunFormat::Text)]
+    pub format: RunFormat,
+    /// Wall-clock limit in seconds; the policy's `limits.timeout` caps it.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Host environment variables to hand to the snippet, by name (comma-separated; in
+    /// addition to the policy's env.pass_through). Unset ones are skipped.
+    #[arg(long, value_name = "KEY1,KEY2", value_delimiter = ',')]
+    pub pass_through_env: Vec<String>,
     #[command(flatten)]
-    pub policy: super::PolicyArg,
+    pub policy: PolicyArg,
 }
 
-pub fn main(_args: RunArgs) -> ExitCode {
-    eprintln!("run: not built yet");
-    ExitCode::from(super::EXIT_USAGE)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RunFormat {
+    /// The snippet's stdout and stderr, as they were written.
+    Text,
+    /// `{"policy", "language", "denied", "findings", "exit_code", "stdout", …}`.
+    Json,
+}
+
+/// The `--format json` object.
+#[derive(Debug, Serialize)]
+struct JsonResult<'a> {
+    policy: &'a str,
+    language: Language,
+    /// True when the policy refused the code; nothing ran and no outcome follows.
+    denied: bool,
+    findings: &'a [Finding],
+    #[serde(flatten)]
+    outcome: Option<&'a RunOutcome>,
+}
+
+pub fn main(args: RunArgs) -> ExitCode {
+    let policy = match args.policy.load() {
+        Ok(policy) => policy,
+        Err(code) => return code,
+    };
+    let name = display_name(&args.file);
+    let Some(language) = args.language.or_else(|| Language::from_path(&args.file)) else {
+        eprintln!("error: {name}: unknown language: use a .py/.js/.mjs/.cjs file or --language");
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let timeout = match args.timeout {
+        None => None,
+        Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
+            std::time::Duration::try_from_secs_f64(seconds).ok()
+        }
+        Some(seconds) => {
+            eprintln!("error: --timeout must be a positive number of seconds, not {seconds}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let limit = policy.limits.code.bytes();
+    let bytes = match read_input(&args.file, limit) {
+        Ok(bytes) => bytes,
+        Err(reason) => {
+            eprintln!("error: {name}: {reason}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let engine = PolicyEngine::new(policy);
+    let report = match engine.check_bytes(language, &bytes) {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("error: {name}: {error}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    for finding in &report.findings {
+        eprintln!("{}", finding.to_line(&name));
+    }
+    let policy_name = engine.policy().name.clone();
+    if report.denied() {
+        eprintln!("{name}: denied by the policy `{policy_name}`: nothing was run");
+        if args.format == RunFormat::Json {
+            print_json(&JsonResult {
+                policy: &policy_name,
+                language,
+                denied: true,
+                findings: &report.findings,
+                outcome: None,
+            });
+        }
+        return ExitCode::from(1);
+    }
+    // check_bytes succeeded, so the bytes are UTF-8.
+    let code = String::from_utf8(bytes).unwrap_or_default();
+
+    let names =
+        crate::mcp::pass_through_names(&engine.policy().env.pass_through, &args.pass_through_env);
+    let env = crate::mcp::resolve_env(&names, |name| std::env::var(name).ok());
+    let request = RunRequest {
+        language,
+        code,
+        timeout,
+        env,
+    };
+    let mut policy = engine.policy().clone();
+    // One run, then exit: a warm pool would only start containers to throw away.
+    policy.pool.size = 0;
+    match execute(Arc::new(policy), request) {
+        Ended::Ran(outcome) => {
+            report_outcome(args.format, &policy_name, language, &report, &outcome)
+        }
+        Ended::Failed(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(EXIT_ENGINE)
+        }
+        Ended::Interrupted(signal) => {
+            eprintln!("{name}: interrupted; the run was killed and its container removed");
+            ExitCode::from(128 + signal)
+        }
+    }
+}
+
+enum Ended {
+    Ran(RunOutcome),
+    Failed(SandboxError),
+    /// The signal number that stopped it.
+    Interrupted(u8),
+}
+
+/// Runs the request on a runtime of its own; SIGINT and SIGTERM kill the run, and the
+/// container is removed on every path before returning.
+fn execute(policy: Arc<crate::policy::Policy>, request: RunRequest) -> Ended {
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            return Ended::Failed(SandboxError::Engine(format!(
+                "cannot start the async runtime: {error}"
+            )))
+        }
+    };
+    runtime.block_on(async {
+        let sandbox = Sandbox::new(policy);
+        let cancel = CancellationToken::new();
+        let signal = Arc::new(std::sync::atomic::AtomicU8::new(0));
+        let watcher = tokio::spawn(cancel_on_signal(cancel.clone(), signal.clone()));
+        let result = sandbox.run(request, cancel).await;
+        watcher.abort();
+        sandbox.shutdown().await;
+        match result {
+            Ok(outcome) => Ended::Ran(outcome),
+            Err(SandboxError::Cancelled) => {
+                Ended::Interrupted(signal.load(std::sync::atomic::Ordering::SeqCst).max(2))
+            }
+            Err(error) => Ended::Failed(error),
+        }
+    })
+}
+
+/// Cancels `cancel` on the first SIGINT or SIGTERM, recording which.
+async fn cancel_on_signal(cancel: CancellationToken, signal: Arc<std::sync::atomic::AtomicU8>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal as listen, SignalKind};
+        let (Ok(mut interrupt), Ok(mut terminate)) = (
+            listen(SignalKind::interrupt()),
+            listen(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        let number = tokio::select! {
+            _ = interrupt.recv() => 2,
+            _ = terminate.recv() => 15,
+        };
+        signal.store(number, std::sync::atomic::Ordering::SeqCst);
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        signal.store(2, std::sync::atomic::Ordering::SeqCst);
+    }
+    cancel.cancel();
+}
+
+fn report_outcome(
+    format: RunFormat,
+    policy: &str,
+    language: Language,
+    report: &Report,
+    outcome: &RunOutcome,
+) -> ExitCode {
+    match format {
+        RunFormat::Text => {
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(outcome.stdout.as_bytes());
+            let _ = stdout.flush();
+            let mut stderr = std::io::stderr().lock();
+            let _ = stderr.write_all(outcome.stderr.as_bytes());
+            if outcome.timed_out {
+                let _ = writeln!(stderr, "[killed: the wall-clock limit was reached]");
+            }
+            if outcome.oom_killed {
+                let _ = writeln!(
+                    stderr,
+                    "[killed: out of memory (the policy's limits.memory)]"
+                );
+            }
+        }
+        RunFormat::Json => print_json(&JsonResult {
+            policy,
+            language,
+            denied: false,
+            findings: &report.findings,
+            outcome: Some(outcome),
+        }),
+    }
+    ExitCode::from(exit_status(outcome.exit_code))
+}
+
+/// A process exit status from the snippet's exit code (which the engine reports as a
+/// wider integer; a shell would show -1 as 255).
+fn exit_status(code: i64) -> u8 {
+    (code & 0xFF) as u8
+}
+
+fn print_json(result: &JsonResult<'_>) {
+    let text = serde_json::to_string_pretty(result).expect("the result serializes");
+    println!("{text}");
+}
+
+/// Reads the input, refusing more than `limit` bytes without reading them all.
+fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .lock()
+            .take(limit + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        if bytes.len() as u64 > limit {
+            return Err(format!(
+                "standard input is over the policy's limit of {limit} bytes (limits.code)"
+            ));
+        }
+        return Ok(bytes);
+    }
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if meta.is_dir() {
+        return Err("is a directory; `run` takes one file".into());
+    }
+    if meta.len() > limit {
+        return Err(format!(
+            "{} bytes, over the policy's limit of {limit} bytes (limits.code)",
+            meta.len()
+        ));
+    }
+    std::fs::read(path).map_err(|e| format!("cannot read: {e}"))
+}
+
+fn display_name(path: &Path) -> String {
+    let text = path.to_string_lossy().replace('\\', "/");
+    text.strip_prefix("./").map(str::to_string).unwrap_or(text)
+}
+
+/// Logs to stderr, `RUST_LOG` to override; by default only what a user should see
+/// (image pulls, warnings), so the snippet's own stderr stays readable.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,code_sandbox_mcp=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_status_wraps_like_a_shell() {
+        assert_eq!(exit_status(0), 0);
+        assert_eq!(exit_status(137), 137);
+        assert_eq!(exit_status(256 + 3), 3);
+        assert_eq!(exit_status(-1), 255);
+    }
+
+    #[test]
+    fn an_oversize_file_is_refused_before_it_is_read() {
+        let dir = std::env::temp_dir().join(format!("csm-run-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("big.py");
+        std::fs::write(&file, vec![b'#'; 100]).unwrap();
+        let error = read_input(&file, 10).unwrap_err();
+        assert!(
+            error.contains("100 bytes") && error.contains("limits.code"),
+            "{error}"
+        );
+        assert_eq!(read_input(&file, 100).unwrap().len(), 100);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

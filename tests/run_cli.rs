@@ -1,0 +1,259 @@
+//! `code-sandbox-mcp run` as a process: the policy check first, then the run, with the
+//! snippet's output and exit code passed through (or one JSON object), and exit codes
+//! 1 (denied), 2 (bad input), 125 (no engine), 128+N (killed by a signal).
+
+mod common;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn binary() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_code-sandbox-mcp"));
+    command
+        .env_remove("CODE_SANDBOX_POLICY")
+        .env_remove("RUST_LOG");
+    command
+}
+
+/// `run ARGS… --policy tests/policies/local-image.yaml` with `stdin` as input.
+fn run(args: &[&str], stdin: &[u8]) -> Output {
+    run_with(binary(), args, stdin)
+}
+
+fn run_with(mut command: Command, args: &[&str], stdin: &[u8]) -> Output {
+    let policy = common::local_image_policy();
+    let mut child = command
+        .arg("run")
+        .args(args)
+        .arg("--policy")
+        .arg(&policy)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A file in this test binary's scratch directory.
+fn scratch(name: &str, contents: &[u8]) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("run_cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+macro_rules! require_docker {
+    () => {
+        if !common::docker_ready() {
+            return;
+        }
+    };
+}
+
+#[test]
+fn text_format_passes_output_and_the_exit_code_through() {
+    require_docker!();
+    let file = scratch(
+        "exit5.py",
+        b"import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\nsys.exit(5)\n",
+    );
+    let output = run(&[file.to_str().unwrap()], b"");
+    assert_eq!(text(&output.stdout), "to stdout\n");
+    assert_eq!(text(&output.stderr), "to stderr\n");
+    assert_eq!(output.status.code(), Some(5));
+}
+
+#[test]
+fn json_format_prints_the_whole_result() {
+    require_docker!();
+    let output = run(
+        &["-", "--language", "javascript", "--format", "json"],
+        b"console.log('hi'); console.error('there');",
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(result["stdout"], "hi\n");
+    assert_eq!(result["stderr"], "there\n");
+    assert_eq!(result["exit_code"], 0);
+    assert_eq!(result["timed_out"], false);
+    assert_eq!(result["oom_killed"], false);
+    assert_eq!(result["truncated"], false);
+    assert_eq!(result["denied"], false);
+    assert_eq!(result["language"], "javascript");
+    assert!(result["duration_ms"].is_u64());
+    assert!(result["findings"].as_array().unwrap().is_empty());
+    assert!(result["policy"]
+        .as_str()
+        .unwrap()
+        .ends_with("local-image.yaml"));
+}
+
+#[test]
+fn a_denial_prints_the_findings_and_runs_nothing() {
+    // The check comes before the engine is contacted, so no engine is needed, and an
+    // unreachable one proves nothing was sent to it.
+    let mut command = binary();
+    command.env("DOCKER_HOST", "unix:///nonexistent/docker.sock");
+    let output = run_with(
+        command,
+        &["-", "--language", "javascript"],
+        b"console.log('ran');\nconst { execSync } = require('child_process');\nexecSync('ls');\n",
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(text(&output.stdout), "");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("-:2:") && l.contains(": process-exec [deny] ")),
+        "findings as path:line:col: rule [deny] message lines: {stderr}"
+    );
+    assert!(stderr.contains("nothing was run"), "{stderr}");
+    assert!(!stderr.contains("cannot reach"), "{stderr}");
+}
+
+#[test]
+fn warnings_are_printed_and_the_run_goes_ahead() {
+    require_docker!();
+    let output = run(
+        &["-", "--language", "javascript"],
+        b"if (process.argv.length > 99) fetch('http://example.com');\nconsole.log('ran');\n",
+    );
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(text(&output.stdout), "ran\n");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("-:1:") && l.contains(": network [warn] ")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_input_is_a_usage_error() {
+    // Standard input needs a language.
+    let output = run(&["-"], b"print(1)");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("--language"));
+
+    // Not UTF-8.
+    let output = run(&["-", "--language", "python"], b"print('\xff')");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("not valid UTF-8"));
+
+    // Over limits.code.
+    let policy = scratch(
+        "small-code.yaml",
+        b"version: 1\nextends: default\nlimits: { code: 1KiB }\nimages: { python: code-sandbox-mcp-runtime:local, javascript: code-sandbox-mcp-runtime:local }\n",
+    );
+    let big = scratch("big.py", &[b'#'; 2048]);
+    let output = binary()
+        .args(["run", big.to_str().unwrap(), "--policy"])
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("limits.code"),
+        "{}",
+        text(&output.stderr)
+    );
+    let output = binary()
+        .args(["run", "-", "--language", "python", "--policy"])
+        .arg(&policy)
+        .stdin(std::fs::File::open(&big).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("limits.code"),
+        "{}",
+        text(&output.stderr)
+    );
+
+    // Unknown extension, no --language.
+    let file = scratch("notes.txt", b"print(1)");
+    let output = run(&[file.to_str().unwrap()], b"");
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn an_unreachable_engine_says_which_socket_and_exits_125() {
+    let mut command = binary();
+    command.env("DOCKER_HOST", "unix:///nonexistent/docker.sock");
+    let output = run_with(command, &["-", "--language", "python"], b"print(1)");
+    assert_eq!(output.status.code(), Some(125));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("unix:///nonexistent/docker.sock"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("start Docker"), "{stderr}");
+}
+
+#[test]
+fn a_timeout_kills_the_run() {
+    require_docker!();
+    let output = run(
+        &["-", "--language", "python", "--timeout", "1"],
+        b"import time\nprint('started', flush=True)\ntime.sleep(600)\n",
+    );
+    assert_eq!(output.status.code(), Some(137));
+    assert_eq!(text(&output.stdout), "started\n");
+    assert!(text(&output.stderr).contains("wall-clock limit"));
+}
+
+#[test]
+fn sigterm_kills_the_run_and_removes_its_container() {
+    require_docker!();
+    let mut child = binary()
+        .args(["run", "-", "--language", "python", "--policy"])
+        .arg(common::local_image_policy())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"import time\nprint('started', flush=True)\ntime.sleep(600)\n")
+        .unwrap();
+    let pid = child.id();
+    let ours = || {
+        let output = Command::new("docker")
+            .args(["ps", "-a", "-q", "--filter"])
+            .arg(format!("label=code-sandbox-mcp.pid={pid}"))
+            .output()
+            .unwrap();
+        text(&output.stdout).lines().count()
+    };
+    // Wait until its container exists (bounded), then ask it to stop.
+    for _ in 0..300 {
+        if ours() > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ours(), 1, "the run's container exists");
+    std::thread::sleep(Duration::from_millis(300));
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(143), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("interrupted"));
+    assert_eq!(ours(), 0, "no container left");
+}
