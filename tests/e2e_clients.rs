@@ -281,7 +281,7 @@ fn the_inspector_cli_lists_the_tools_runs_code_and_sees_a_denial() {
         "{result}"
     );
 
-    let result = call("check_code", &["code=eval('1')", "language=python"]);
+    let result = call("check_code", &["code=eval('1')", "language=javascript"]);
     assert_eq!(result["structuredContent"]["allowed"], false, "{result}");
 
     assert!(

@@ -72,7 +72,9 @@ async def main(binary: str, policy: str, tag: str) -> None:
             assert result.structured_content["stdout"] == "2,4,6\n", result.structured_content
             print("ok: run_javascript_code")
 
-            result = await session.call_tool("run_python_code", {"code": "import os\nos.system('id')\n"})
+            result = await session.call_tool(
+                "run_javascript_code", {"code": "console.log(1)\nrequire('child_process').execSync('id')\n"}
+            )
             assert result.is_error, result
             assert result.structured_content["status"] == "denied", result.structured_content
             finding = result.structured_content["findings"][0]
