@@ -93,6 +93,9 @@ struct Collector<'c, 'a> {
     cx: &'c mut Analyzer<'a>,
     stack: Vec<ScopeId>,
     pending: Vec<(ScopeId, Cow<'a, str>, Source<'a>)>,
+    /// Callbacks of `promise.then(cb)`: their first parameter is what the promise
+    /// resolves to (`import('m').then((m) => …)` gets the module).
+    then_callbacks: Vec<(usize, Origin<'a>)>,
 }
 
 /// Walks the whole tree once, filling the analyzer's scopes and bindings. Fails (with
@@ -102,6 +105,7 @@ pub fn collect<'a>(cx: &mut Analyzer<'a>, root: Node<'a>) -> Result<(), Fact> {
         cx,
         stack: Vec::new(),
         pending: Vec::new(),
+        then_callbacks: Vec::new(),
     };
     let mut cursor = root.walk();
     let mut depth = 0usize;
@@ -180,7 +184,11 @@ impl<'a> Collector<'_, 'a> {
             self.stack.push(id);
         }
         let top = self.top();
+        if !self.then_callbacks.is_empty() {
+            self.bind_then_parameter(node, top);
+        }
         match kind {
+            "call_expression" => self.note_then_callback(node, top),
             "function_expression" | "generator_function" | "class" => {
                 if let (Some(name), Some(fn_kind)) =
                     (node.child_by_field_name("name"), FnKind::of(node))
@@ -264,6 +272,49 @@ impl<'a> Collector<'_, 'a> {
             }
             "import_statement" => self.import(node),
             _ => {}
+        }
+    }
+
+    /// Records `p.then(cb)` so that `cb`'s first parameter is bound to `p`'s value.
+    fn note_then_callback(&mut self, call: Node<'a>, top: ScopeId) {
+        let Some(callee) = call.child_by_field_name("function") else {
+            return;
+        };
+        if callee.kind() != "member_expression"
+            || callee
+                .child_by_field_name("property")
+                .is_none_or(|p| self.cx.text(p) != "then")
+        {
+            return;
+        }
+        let (Some(promise), Some(callback)) = (
+            callee.child_by_field_name("object"),
+            call.child_by_field_name("arguments")
+                .and_then(|a| a.named_child(0)),
+        ) else {
+            return;
+        };
+        if matches!(callback.kind(), "arrow_function" | "function_expression") {
+            self.then_callbacks
+                .push((callback.id(), Origin::Expr(promise, top)));
+        }
+    }
+
+    fn bind_then_parameter(&mut self, node: Node<'a>, top: ScopeId) {
+        let Some(at) = self
+            .then_callbacks
+            .iter()
+            .position(|(id, _)| *id == node.id())
+        else {
+            return;
+        };
+        let (_, origin) = self.then_callbacks.swap_remove(at);
+        let first = node.child_by_field_name("parameter").or_else(|| {
+            node.child_by_field_name("parameters")
+                .and_then(|p| p.named_child(0))
+        });
+        if let Some(first) = first {
+            self.bind(first, &origin, &mut Vec::new(), Target::Declare(top), 0);
         }
     }
 

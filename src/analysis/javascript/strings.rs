@@ -188,14 +188,13 @@ impl<'a> Analyzer<'a> {
     pub fn string_method(
         &self,
         callee: Node<'a>,
+        receiver: &Vals,
         args: Option<Node<'a>>,
         scope: ScopeId,
         depth: u32,
     ) -> Option<Vals> {
-        let object = callee.child_by_field_name("object")?;
         let property = callee.child_by_field_name("property")?;
         let method = self.identifier(property);
-        let receiver = self.eval(object, scope, depth + 1);
         if receiver.unknown || receiver.items.is_empty() {
             return None;
         }

@@ -192,6 +192,8 @@ pub fn module_member(module: &str, member: &str, out: &mut Vals, refs: &mut Vec<
     let qualified = format!("{module}.{member}");
     match (module, member) {
         (_, "default") => out.push(Val::Module(module.to_string())),
+        // `import('m').then(…)`: the promise, not a member of the module.
+        (_, "then" | "catch" | "finally") => out.unknown = true,
         ("module", "_load") => {
             refs.push(qualified);
             out.push(Val::Require(0));
@@ -358,6 +360,19 @@ impl<'a> Analyzer<'a> {
             return Vals::unknown();
         };
         let object_vals = self.eval(object, scope, depth + 1);
+        self.member_value_of(node, object, &object_vals, scope, depth, refs)
+    }
+
+    /// [`Self::member_value`] with the object already evaluated.
+    pub fn member_value_of(
+        &self,
+        node: Node<'a>,
+        object: Node<'a>,
+        object_vals: &Vals,
+        scope: ScopeId,
+        depth: u32,
+        refs: &mut Vec<String>,
+    ) -> Vals {
         let keys = match self.member_keys(node, scope, depth) {
             Some(keys) => keys,
             None => return Vals::unknown(),
@@ -498,12 +513,18 @@ impl<'a> Analyzer<'a> {
             return self.loaded_modules(args, 0, scope, depth);
         }
         let callee = strip_parens(callee);
-        if callee.kind() == "member_expression" {
-            if let Some(folded) = self.string_method(callee, args, scope, depth) {
-                return folded;
+        // The receiver is evaluated once: evaluating it again for the callee's value
+        // would make method chains (`a.b().c().d()`) exponential.
+        let callee_vals = match callee.child_by_field_name("object") {
+            Some(object) if callee.kind() == "member_expression" => {
+                let receiver = self.eval(object, scope, depth + 1);
+                if let Some(folded) = self.string_method(callee, &receiver, args, scope, depth) {
+                    return folded;
+                }
+                self.member_value_of(callee, object, &receiver, scope, depth + 1, &mut Vec::new())
             }
-        }
-        let callee_vals = self.eval(callee, scope, depth + 1);
+            _ => self.eval(callee, scope, depth + 1),
+        };
         let mut out = Vals {
             items: Vec::new(),
             unknown: callee_vals.unknown,

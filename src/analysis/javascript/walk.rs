@@ -70,6 +70,17 @@ fn is_use(parent: &str, field: Option<&str>) -> bool {
     }
 }
 
+/// `typeof eval`, `x instanceof Function`: reading a name only to test it does not
+/// run anything, and feature tests like these are everywhere in ordinary code.
+fn is_inert_operand(parent: Node, field: Option<&str>) -> bool {
+    let operator = || parent.child_by_field_name("operator").map(|o| o.kind());
+    match parent.kind() {
+        "unary_expression" => operator() == Some("typeof"),
+        "binary_expression" => field == Some("right") && operator() == Some("instanceof"),
+        _ => false,
+    }
+}
+
 impl<'a> Analyzer<'a> {
     fn visit(
         &mut self,
@@ -80,7 +91,7 @@ impl<'a> Analyzer<'a> {
     ) {
         match node.kind() {
             "identifier" => {
-                if parent.is_none_or(|p| is_use(p.kind(), field)) {
+                if parent.is_none_or(|p| is_use(p.kind(), field) && !is_inert_operand(p, field)) {
                     self.emit_identifier(node, scope);
                 }
             }
