@@ -1,0 +1,62 @@
+//! The Python frontend: source text in, [`Fact`]s out.
+//!
+//! The pipeline, one file per concern (as in ruff):
+//! - [`encoding`]: refuse a non-UTF-8 coding cookie; NFKC-normalise identifiers.
+//! - [`depth`]: refuse trees too deep to parse safely, before parsing.
+//! - parse with `rustpython-parser`; a syntax error is the only fact (fail closed).
+//! - [`scope`]: which names each scope binds (Python's scoping rules).
+//! - [`resolve`]: what every use resolves to, and the facts, with help from
+//!   [`fold`] (constant strings), [`dynamic`] (getattr, `__import__`, introspection)
+//!   and [`paths`] (filesystem calls).
+
+mod depth;
+mod dynamic;
+mod encoding;
+mod fold;
+mod paths;
+mod resolve;
+mod scope;
+
+use super::{Fact, FactKind, LineIndex};
+use rustpython_parser::{ast, Parse};
+
+/// Deepest statement/expression nesting the resolver walks; deeper code is refused
+/// (no ordinary program comes close, and every recursive walk stays bounded).
+pub(crate) const MAX_DEPTH: usize = 200;
+
+/// Turns Python source into facts. Never panics; on anything it cannot analyse it
+/// returns a single [`FactKind::Unparseable`].
+pub fn analyze(source: &str) -> Vec<Fact> {
+    let index = LineIndex::new(source);
+    let refuse = |start: usize, end: usize, reason: String| {
+        vec![Fact {
+            kind: FactKind::Unparseable { reason },
+            span: index.span(start, end),
+        }]
+    };
+    if let Some(cookie) = encoding::refused_cookie(source) {
+        return refuse(
+            cookie.start,
+            cookie.end,
+            format!(
+                "source encoding `{}` is refused: only UTF-8 source is checked, and Python \
+                 would decode this file differently",
+                cookie.encoding
+            ),
+        );
+    }
+    if let Some(offset) = depth::too_deep(source) {
+        return refuse(offset, offset + 1, "nesting too deep".to_string());
+    }
+    let body = match ast::Suite::parse(source, "<snippet>") {
+        Ok(body) => body,
+        Err(error) => {
+            let offset = error.offset.to_usize();
+            return refuse(offset, offset + 1, format!("syntax error: {}", error.error));
+        }
+    };
+    match resolve::resolve(&body, &index) {
+        Ok(facts) => facts,
+        Err(offset) => refuse(offset, offset + 1, "nesting too deep".to_string()),
+    }
+}
