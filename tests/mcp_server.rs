@@ -187,6 +187,16 @@ async fn check_code_reports_findings_without_running_anything() {
         )
         .await;
     assert_eq!(structured(&result)["allowed"], true, "{result}");
+
+    let code = "import os\nos.system('ls')\n";
+    let result = server
+        .client
+        .call_tool("check_code", json!({"code": code, "language": "python"}))
+        .await;
+    let check = structured(&result);
+    assert_eq!(check["allowed"], false, "{result}");
+    assert_eq!(check["findings"][0]["rule"], "process-exec", "{result}");
+    assert_eq!(check["findings"][0]["line"], 2, "{result}");
     server.close().await;
 }
 

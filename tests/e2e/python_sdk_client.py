@@ -80,6 +80,10 @@ async def main(binary: str, policy: str, tag: str) -> None:
             finding = result.structured_content["findings"][0]
             assert finding["rule"] == "process-exec" and finding["line"] == 2, finding
             assert "process-exec" in text_of(result)
+            result = await session.call_tool("run_python_code", {"code": "import os\nos.system('id')\n"})
+            assert result.is_error, result
+            finding = result.structured_content["findings"][0]
+            assert finding["rule"] == "process-exec" and finding["line"] == 2, finding
             print("ok: denial")
 
             progress: list[float] = []
