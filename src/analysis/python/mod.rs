@@ -51,8 +51,17 @@ pub fn analyze(source: &str) -> Vec<Fact> {
     let body = match ast::Suite::parse(source, "<snippet>") {
         Ok(body) => body,
         Err(error) => {
-            let offset = error.offset.to_usize();
-            return refuse(offset, offset + 1, format!("syntax error: {}", error.error));
+            let mut offset = error.offset.to_usize();
+            let message = error.error.to_string();
+            // An unterminated string is reported after its line's newline: point at
+            // the end of the line it is on instead.
+            if message.starts_with("EOL")
+                && offset > 0
+                && source.as_bytes().get(offset - 1) == Some(&b'\n')
+            {
+                offset -= 1;
+            }
+            return refuse(offset, offset + 1, format!("syntax error: {message}"));
         }
     };
     match resolve::resolve(&body, &index) {

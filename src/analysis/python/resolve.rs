@@ -1226,9 +1226,12 @@ impl<'a> Walker<'a> {
             })
             .collect();
         let keeps = !names.is_empty() && names.iter().all(|n| keeps_arguments(n));
+        // `setattr(os, …)` writes to the module; the module itself goes nowhere.
+        let keeps_first = keeps || (!names.is_empty() && names.iter().all(|n| is_attribute_function(n)));
         let mut arguments = Vec::with_capacity(call.args.len());
-        for arg in &call.args {
-            arguments.push(self.expr(arg, !keeps));
+        for (position, arg) in call.args.iter().enumerate() {
+            let kept = keeps || (position == 0 && keeps_first);
+            arguments.push(self.expr(arg, !kept));
         }
         for keyword in &call.keywords {
             self.expr(&keyword.value, !keeps);
