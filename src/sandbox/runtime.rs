@@ -8,7 +8,7 @@ use super::engine;
 use super::exec::{self, Program};
 use super::instance::Instance;
 use super::js_module;
-use super::pool::Pool;
+use super::pool::{Claim, Pool};
 use super::{RunOutcome, RunRequest, SandboxError};
 use crate::analysis::Language;
 use crate::policy::Policy;
@@ -200,7 +200,12 @@ impl Runtime {
         program: &Program,
         cancel: &CancellationToken,
     ) -> Result<(String, String), SandboxError> {
-        if let Some(id) = self.pool.take(image) {
+        let claim = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+            claim = self.pool.claim(image) => claim,
+        };
+        if let Claim::Ready(id) = claim {
             match exec::create(docker, &id, program).await {
                 Ok(exec_id) => return Ok((id, exec_id)),
                 Err(error) => {
