@@ -193,6 +193,25 @@ async fn the_wall_clock_limit_kills_the_run_and_keeps_its_output() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_child_does_not_hold_the_run_open() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| {
+        p.limits.timeout = HumanDuration(Duration::from_secs(20))
+    }));
+    // The child inherits stdout and stderr and outlives the program.
+    let outcome = run(
+        &sandbox,
+        Language::Python,
+        "import subprocess\nsubprocess.Popen(['sleep', '600'])\nprint('main done')\nraise SystemExit(6)",
+    )
+    .await;
+    assert!(!outcome.timed_out, "{outcome:?}");
+    assert_eq!(outcome.exit_code, 6);
+    assert_eq!(outcome.stdout, "main done\n");
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_policy_timeout_caps_a_longer_request() {
     require_docker!();
     let sandbox = Sandbox::new(policy(|p| {

@@ -45,6 +45,11 @@ pub struct Executed {
     pub duration: Duration,
 }
 
+/// How often a running exec is asked whether its program has exited.
+const EXIT_POLL: Duration = Duration::from_millis(500);
+/// Output still arriving after the program exited is collected for this long.
+const EXIT_GRACE: Duration = Duration::from_millis(200);
+
 /// Exit code reported when the run was killed (SIGKILL), like a shell reports it.
 pub const KILLED_EXIT_CODE: i64 = 137;
 
@@ -134,6 +139,14 @@ pub async fn execute(
     tokio::pin!(deadline);
     let mut timed_out = false;
     let mut stream_error = None;
+    // The output ends when every holder of the pipes has exited, which a background
+    // child can delay past the program's own exit. The exec is polled now and then so
+    // that the run ends (shortly after the program does, with its exit code) instead of
+    // at the wall-clock limit; the container's removal then ends the children too.
+    let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + EXIT_POLL, EXIT_POLL);
+    let mut exited: Option<i64> = None;
+    let grace = tokio::time::sleep(Duration::MAX / 4);
+    tokio::pin!(grace);
     loop {
         tokio::select! {
             biased;
@@ -145,6 +158,18 @@ pub async fn execute(
             _ = &mut deadline => {
                 timed_out = true;
                 break;
+            }
+            _ = &mut grace, if exited.is_some() => {
+                tracing::debug!(container = short(id), "the program exited; its children still hold the output");
+                break;
+            }
+            _ = poll.tick(), if exited.is_none() => {
+                if let Ok(info) = docker.inspect_exec(exec_id).await {
+                    if info.running == Some(false) {
+                        exited = info.exit_code;
+                        grace.as_mut().reset(tokio::time::Instant::now() + EXIT_GRACE);
+                    }
+                }
             }
             item = output.next() => match item {
                 Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
@@ -181,7 +206,11 @@ pub async fn execute(
         });
     }
 
-    let exit_code = match exit_code(docker, exec_id).await {
+    let known = match exited {
+        Some(code) => Some(code),
+        None => exit_code(docker, exec_id).await,
+    };
+    let exit_code = match known {
         Some(code) => code,
         None => {
             let reason = stream_error
