@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Latency of a warm `run_python_code` call through MCP, against raw Docker.
 
-Usage: benches/mcp-latency.py [--binary PATH] [--policy FILE] [--runs N]
+Usage: benches/mcp-latency.py [--binary PATH] [--policy FILE] [--runs N] [--pause SECONDS]
 
 Measures, with the standard library only (no MCP client library between the clock and
 the server):
   mcp          tools/call run_python_code {"code": "print(1)"} over the server's stdio,
-               after warm-up calls, so the warm pool is in use: policy check, a fresh
-               container, upload, exec, output, removal;
+               after warm-up calls, with a pause between calls (--pause, default 1 s) so
+               that each call finds a warm container, as an agent's calls do: policy
+               check, a fresh container from the pool, upload, exec, output, removal;
+  mcp b2b      the same back to back with no pause: calls outrun the pool's refills,
+               so this shows the cost of a cold container under load;
+  check_code   tools/call check_code, the MCP round trip and the policy check alone;
   docker exec  `docker exec CONTAINER python3 -c 'print(1)'` into one already running
                container (the CLI's own start-up included), the floor the issue names;
   docker run   `docker run --rm IMAGE python3 -c 'print(1)'`, a cold container per run,
@@ -74,22 +78,27 @@ class Server:
         return self.process.wait(timeout=60)
 
 
-def bench_mcp(binary, policy, runs, warmup):
+def bench_mcp(binary, policy, runs, warmup, pause, tool="run_python_code"):
     server = Server(binary, policy)
     server.request(
         "initialize",
         {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
     )
     server.notify("notifications/initialized")
-    call = {"name": "run_python_code", "arguments": {"code": "print(1)"}}
+    arguments = {"code": "print(1)"}
+    if tool == "check_code":
+        arguments["language"] = "python"
+    call = {"name": tool, "arguments": arguments}
     samples = []
     for i in range(warmup + runs):
+        time.sleep(pause)
         started = time.perf_counter()
         response = server.request("tools/call", call)
         elapsed = (time.perf_counter() - started) * 1000
         result = response.get("result", {})
-        stdout = result.get("structuredContent", {}).get("stdout")
-        if result.get("isError") or stdout != "1\n":
+        structured = result.get("structuredContent", {})
+        expected = structured.get("allowed") is True if tool == "check_code" else structured.get("stdout") == "1\n"
+        if result.get("isError") or not expected:
             server.close()
             sys.exit(f"unexpected result: {json.dumps(response)[:800]}")
         if i >= warmup:
@@ -100,7 +109,7 @@ def bench_mcp(binary, policy, runs, warmup):
     return samples
 
 
-def bench_docker_exec(runs, warmup):
+def bench_docker_exec(runs, warmup, pause):
     container = subprocess.run(
         ["docker", "run", "-d", "--rm", "--network", "none", IMAGE, "sleep", "infinity"],
         check=True, capture_output=True, text=True,
@@ -108,6 +117,7 @@ def bench_docker_exec(runs, warmup):
     try:
         samples = []
         for i in range(warmup + runs):
+            time.sleep(pause)
             started = time.perf_counter()
             out = subprocess.run(
                 ["docker", "exec", container, "python3", "-c", "print(1)"], check=True, capture_output=True, text=True
@@ -140,13 +150,21 @@ def main():
     parser.add_argument("--policy", default=os.path.join(ROOT, "tests/policies/local-image.yaml"))
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--pause", type=float, default=1.0)
     args = parser.parse_args()
 
-    print(f"binary: {args.binary}\npolicy: {args.policy}\nruns: {args.runs} (after {args.warmup} warm-up calls)\n")
-    mcp = bench_mcp(args.binary, args.policy, args.runs, args.warmup)
-    exec_samples = bench_docker_exec(args.runs, args.warmup)
+    print(
+        f"binary: {args.binary}\npolicy: {args.policy}\n"
+        f"runs: {args.runs} (after {args.warmup} warm-up calls), pause {args.pause} s between calls\n"
+    )
+    mcp = bench_mcp(args.binary, args.policy, args.runs, args.warmup, args.pause)
+    back_to_back = bench_mcp(args.binary, args.policy, args.runs, args.warmup, 0.0)
+    check = bench_mcp(args.binary, args.policy, args.runs, args.warmup, 0.0, tool="check_code")
+    exec_samples = bench_docker_exec(args.runs, args.warmup, args.pause)
     run_samples = bench_docker_run(max(10, args.runs // 5))
     report("mcp", mcp)
+    report("mcp b2b", back_to_back)
+    report("check_code", check)
     report("docker exec", exec_samples)
     report("docker run", run_samples)
     ratio = percentile(mcp, 50) / percentile(exec_samples, 50)

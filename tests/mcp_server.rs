@@ -513,8 +513,17 @@ async fn a_missing_image_is_an_error_result_and_the_next_call_succeeds() {
 
 /// The binary started as an MCP client starts it: `code-sandbox-mcp` with no arguments.
 fn spawn_binary(policy: &Path, extra_env: &[(&str, &str)]) -> tokio::process::Child {
+    spawn_binary_with_args(&[], policy, extra_env)
+}
+
+fn spawn_binary_with_args(
+    args: &[&str],
+    policy: &Path,
+    extra_env: &[(&str, &str)],
+) -> tokio::process::Child {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_code-sandbox-mcp"));
     command
+        .args(args)
         .env("CODE_SANDBOX_POLICY", policy)
         .env("RUST_LOG", "debug")
         .stdin(Stdio::piped())
@@ -602,4 +611,59 @@ async fn sigterm_removes_every_container_and_exits_zero_with_only_json_rpc_on_st
         "left behind: {:?}",
         image.containers()
     );
+}
+
+#[tokio::test]
+async fn pass_through_env_hands_only_named_host_variables_to_the_sandbox() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = TestImage::new("env", 0);
+    let policy = image.policy_path.to_str().unwrap().to_string();
+    let mut child = spawn_binary_with_args(
+        &[
+            "serve",
+            "--policy",
+            &policy,
+            "--pass-through-env",
+            "SANDBOX_SECRET,SANDBOX_NOT_SET_ON_HOST",
+        ],
+        // The environment variable names another file; --policy wins.
+        Path::new("/nonexistent/policy.yaml"),
+        &[("SANDBOX_SECRET", "s3cret"), ("SANDBOX_NOT_PASSED", "x")],
+    );
+    let mut client = process_client(&mut child);
+    client.initialize().await;
+    let tools = client.request("tools/list", json!({})).await;
+    let description = tools["result"]["tools"][2]["description"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(description.contains("SANDBOX_SECRET"), "{description}");
+    assert!(
+        !description.contains("s3cret"),
+        "values stay out: {description}"
+    );
+    let code =
+        "import os\nprint(os.environ.get('SANDBOX_SECRET'), os.environ.get('SANDBOX_NOT_PASSED'))";
+    let result = client
+        .call_tool("run_python_code", json!({"code": code}))
+        .await;
+    assert_eq!(structured(&result)["stdout"], "s3cret None\n", "{result}");
+    client.close_input().await;
+    assert!(child.wait().await.unwrap().success());
+    let mut stderr = String::new();
+    use tokio::io::AsyncReadExt;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .await
+        .unwrap();
+    assert!(
+        stderr.contains("SANDBOX_NOT_SET_ON_HOST"),
+        "a missing variable is logged: {stderr}"
+    );
+    assert!(image.containers().is_empty());
 }
