@@ -537,6 +537,47 @@ async fn a_missing_image_says_how_to_get_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_removed_after_its_check_is_reported_and_checked_again() {
+    require_docker!();
+    let tag = format!("code-sandbox-mcp-test/removable:{}", std::process::id());
+    let docker = |args: &[&str]| {
+        let status = Command::new("docker").args(args).output().unwrap().status;
+        assert!(status.success(), "docker {args:?}");
+    };
+    docker(&["tag", "code-sandbox-mcp-runtime:local", &tag]);
+    let sandbox = Sandbox::new(policy(|p| {
+        p.images.python = tag.clone();
+        p.pool.size = 0;
+    }));
+    assert_eq!(
+        run(&sandbox, Language::Python, "print(1)").await.stdout,
+        "1\n"
+    );
+    docker(&["rmi", &tag]);
+    for _ in 0..2 {
+        // First the creation fails, then the new check (a pull, which fails here).
+        let error = sandbox
+            .run(
+                request(Language::Python, "print(1)"),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        let SandboxError::ImageUnavailable(message) = error else {
+            panic!("{error:?}")
+        };
+        assert!(message.contains(&tag), "{message}");
+    }
+    docker(&["tag", "code-sandbox-mcp-runtime:local", &tag]);
+    assert_eq!(
+        run(&sandbox, Language::Python, "print(2)").await.stdout,
+        "2\n"
+    );
+    docker(&["rmi", &tag]);
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_engine_is_one_clear_error() {
     // No Podman socket on this machine (Docker is the engine here); no engine needed.
     let podman_present = ["/run/podman/podman.sock"]

@@ -87,7 +87,17 @@ pub async fn create_started(
     let created = docker
         .create_container(None, create_body(policy, image, instance))
         .await
-        .map_err(|e| engine_error(format!("creating a container from `{image}`"), e))?;
+        .map_err(|error| match error {
+            // Removed since it was checked (`docker rmi`): the next run checks again.
+            bollard::errors::Error::DockerResponseServerError {
+                status_code: 404,
+                message,
+            } => SandboxError::ImageUnavailable(format!(
+                "image `{image}` is no longer available ({message}); the next run pulls it \
+                 again, or set the policy's `images:` to an image that exists locally"
+            )),
+            error => engine_error(format!("creating a container from `{image}`"), error),
+        })?;
     let id = created.id;
     if let Err(error) = docker.start_container(&id, None).await {
         remove(docker, &id).await;

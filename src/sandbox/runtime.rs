@@ -214,7 +214,14 @@ impl Runtime {
                 }
             }
         }
-        let id = self.create_cancellable(docker, image, cancel).await?;
+        let id = match self.create_cancellable(docker, image, cancel).await {
+            Ok(id) => id,
+            Err(error @ SandboxError::ImageUnavailable(_)) => {
+                self.forget_image(image);
+                return Err(error);
+            }
+            Err(error) => return Err(error),
+        };
         match exec::create(docker, &id, program).await {
             Ok(exec_id) => Ok((id, exec_id)),
             Err(error) => {
@@ -300,6 +307,9 @@ impl Runtime {
                     match runtime.create(&docker, &image).await {
                         Ok(id) => runtime.pool.finished(&image, Some(id)),
                         Err(error) => {
+                            if matches!(error, SandboxError::ImageUnavailable(_)) {
+                                runtime.forget_image(&image);
+                            }
                             runtime.pool.finished(&image, None);
                             if !runtime.closing.is_cancelled() {
                                 tracing::warn!(%error, image, "could not refill the warm pool");
@@ -345,6 +355,14 @@ impl Runtime {
         })
         .await
         .map(|_| ())
+    }
+
+    /// Makes the next run check (and pull) `image` again.
+    fn forget_image(&self, image: &str) {
+        self.images
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(image);
     }
 
     /// Removes every container this instance owns; no new ones are made afterwards.
