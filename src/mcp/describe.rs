@@ -17,7 +17,7 @@ pub fn run_tool_description(policy: &Policy, language: Language, env_names: &[St
     let (display, how_to_print) = match language {
         Language::Python => ("Python 3", "print()"),
         Language::JavaScript => (
-            "JavaScript (Node.js, CommonJS: use require)",
+            "JavaScript (Node.js: require() and ES module import both work, as does top-level await)",
             "console.log()",
         ),
     };
