@@ -74,7 +74,11 @@ pub fn too_deep(source: &str) -> Option<usize> {
                 continue;
             }
             b'\\' if bytes.get(i + 1) == Some(&b'\r') => {
-                i += if bytes.get(i + 2) == Some(&b'\n') { 3 } else { 2 };
+                i += if bytes.get(i + 2) == Some(&b'\n') {
+                    3
+                } else {
+                    2
+                };
                 continue;
             }
             b'\n' | b';' => {
@@ -120,7 +124,9 @@ pub fn too_deep(source: &str) -> Option<usize> {
                 let start = i;
                 if byte.is_ascii_alphanumeric() || byte == b'_' || byte >= 0x80 {
                     while i < bytes.len()
-                        && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] >= 0x80)
+                        && (bytes[i].is_ascii_alphanumeric()
+                            || bytes[i] == b'_'
+                            || bytes[i] >= 0x80)
                     {
                         i += 1;
                     }
@@ -211,7 +217,9 @@ mod tests {
             let source = format!("x = {}1\n", chain.repeat(40_000));
             assert!(too_deep(&source).is_some(), "{chain}");
         }
-        let elifs: String = (0..6000).map(|i| format!("elif x == {i}:\n    pass\n")).collect();
+        let elifs: String = (0..6000)
+            .map(|i| format!("elif x == {i}:\n    pass\n"))
+            .collect();
         assert!(too_deep(&format!("if x:\n    pass\n{elifs}")).is_some());
     }
 

@@ -73,11 +73,7 @@ fn cookie_in_line(line: &str) -> Option<(usize, usize, &str)> {
                 .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-' || c == '.'))
                 .unwrap_or(value.len());
             if length > 0 {
-                return Some((
-                    search_from + found,
-                    value_start + length,
-                    &value[..length],
-                ));
+                return Some((search_from + found, value_start + length, &value[..length]));
             }
         }
         search_from = after;
@@ -108,7 +104,9 @@ mod tests {
     fn cookies() {
         assert!(refused_cookie("# -*- coding: utf-8 -*-\nx = 1\n").is_none());
         assert!(refused_cookie("# coding=UTF_8\n").is_none());
-        assert!(refused_cookie("#!/usr/bin/env python\n# vim: set fileencoding=utf8 :\n").is_none());
+        assert!(
+            refused_cookie("#!/usr/bin/env python\n# vim: set fileencoding=utf8 :\n").is_none()
+        );
         let refused = refused_cookie("# -*- coding: utf-7 -*-\n").unwrap();
         assert_eq!(refused.encoding, "utf-7");
         assert!(refused_cookie("#!/usr/bin/python\n# coding: latin-1\n").is_some());

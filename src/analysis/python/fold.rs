@@ -284,9 +284,7 @@ fn call(env: &dyn FoldEnv, call: &ast::ExprCall, depth: usize) -> Option<Const> 
     if !call.keywords.is_empty() {
         return None;
     }
-    let args = || -> Option<Vec<Const>> {
-        call.args.iter().map(|a| fold(env, a, depth)).collect()
-    };
+    let args = || -> Option<Vec<Const>> { call.args.iter().map(|a| fold(env, a, depth)).collect() };
     // Methods of folded constants: `''.join(…)`, `b'…'.decode()`, `'…'.replace(a, b)`.
     if let Expr::Attribute(attribute) = call.func.as_ref() {
         if let Some(receiver) = fold(env, &attribute.value, depth) {
@@ -333,7 +331,11 @@ fn call(env: &dyn FoldEnv, call: &ast::ExprCall, depth: usize) -> Option<Const> 
             Const::Seq(s.chars().map(|c| Const::Str(c.to_string())).collect())
         }
         ("list" | "tuple", Some(Const::Seq(v)), None) => Const::Seq(v),
-        ("bytes.fromhex" | "bytearray.fromhex" | "binascii.unhexlify" | "binascii.a2b_hex", Some(c), None) => {
+        (
+            "bytes.fromhex" | "bytearray.fromhex" | "binascii.unhexlify" | "binascii.a2b_hex",
+            Some(c),
+            None,
+        ) => {
             let text = match c {
                 Const::Str(s) => s,
                 Const::Bytes(b) => String::from_utf8(b).ok()?,
@@ -342,7 +344,9 @@ fn call(env: &dyn FoldEnv, call: &ast::ExprCall, depth: usize) -> Option<Const> 
             Const::Bytes(unhex(&text)?)
         }
         (
-            "base64.b64decode" | "base64.standard_b64decode" | "base64.urlsafe_b64decode"
+            "base64.b64decode"
+            | "base64.standard_b64decode"
+            | "base64.urlsafe_b64decode"
             | "base64.decodebytes",
             Some(c),
             None,
@@ -355,7 +359,10 @@ fn call(env: &dyn FoldEnv, call: &ast::ExprCall, depth: usize) -> Option<Const> 
             Const::Bytes(base64_decode(&text)?)
         }
         ("codecs.decode" | "codecs.encode", Some(Const::Str(s)), Some(Const::Str(codec)))
-            if matches!(codec.to_ascii_lowercase().as_str(), "rot13" | "rot_13" | "rot-13") =>
+            if matches!(
+                codec.to_ascii_lowercase().as_str(),
+                "rot13" | "rot_13" | "rot-13"
+            ) =>
         {
             Const::Str(rot13(&s))
         }
@@ -445,7 +452,7 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .filter(|b| !b.is_ascii_whitespace())
         .map(|b| (b as char).to_digit(16).map(|d| d as u8))
         .collect::<Option<_>>()?;
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     Some(digits.chunks(2).map(|p| p[0] * 16 + p[1]).collect())
@@ -522,14 +529,26 @@ mod tests {
         assert_eq!(folded("'%s%s' % ('o', 's')").as_deref(), Some("os"));
         assert_eq!(folded("f'{\"o\"}s'").as_deref(), Some("os"));
         assert_eq!(folded("b'os'.decode()").as_deref(), Some("os"));
-        assert_eq!(folded("bytes.fromhex('6f73').decode()").as_deref(), Some("os"));
-        assert_eq!(folded("base64.b64decode('b3M=').decode()").as_deref(), Some("os"));
-        assert_eq!(folded("codecs.decode('flfgrz', 'rot13')").as_deref(), Some("system"));
+        assert_eq!(
+            folded("bytes.fromhex('6f73').decode()").as_deref(),
+            Some("os")
+        );
+        assert_eq!(
+            folded("base64.b64decode('b3M=').decode()").as_deref(),
+            Some("os")
+        );
+        assert_eq!(
+            folded("codecs.decode('flfgrz', 'rot13')").as_deref(),
+            Some("system")
+        );
         assert_eq!(folded("''.join(reversed('so'))").as_deref(), Some("os"));
         assert_eq!(folded("'{}{}'.format('o', 's')").as_deref(), Some("os"));
         assert_eq!(folded("'abcdef'[1:4]").as_deref(), Some("bcd"));
         assert_eq!(folded("'abcdef'[4:1:-1]").as_deref(), Some("edc"));
-        assert_eq!(folded("os.path.join('/etc', 'passwd')").as_deref(), Some("/etc/passwd"));
+        assert_eq!(
+            folded("os.path.join('/etc', 'passwd')").as_deref(),
+            Some("/etc/passwd")
+        );
         assert_eq!(folded("x + 'a'"), None);
         assert_eq!(folded("'a' * 100000"), None);
     }

@@ -69,3 +69,6 @@ pub fn analyze(source: &str) -> Vec<Fact> {
         Err(offset) => refuse(offset, offset + 1, "nesting too deep".to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests;

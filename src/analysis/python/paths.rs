@@ -30,18 +30,27 @@ const ARCHIVE: PathArguments = PathArguments {
 /// The path arguments of a resolved callee, if it is a filesystem operation.
 pub fn path_arguments(callee: &str) -> Option<&'static PathArguments> {
     Some(match callee {
-        "open" | "io.open" | "codecs.open" | "os.open" | "os.remove" | "os.unlink"
-        | "os.rmdir" | "os.removedirs" | "os.mkdir" | "os.makedirs" | "os.chmod"
-        | "os.lchmod" | "os.chown" | "os.lchown" | "os.chdir" | "os.chroot" | "os.listdir"
-        | "os.scandir" | "os.walk" | "os.stat" | "os.lstat" | "os.truncate" | "os.utime"
-        | "os.mkfifo" | "os.mknod" | "os.readlink" | "os.access" | "os.chflags"
-        | "os.fwalk" | "glob.glob" | "glob.iglob" | "tarfile.open" | "tarfile.TarFile"
-        | "zipfile.ZipFile" | "sqlite3.connect" | "gzip.open" | "bz2.open" | "lzma.open"
-        | "shelve.open" | "dbm.open" | "shutil.rmtree" | "shutil.chown"
-        | "shutil.disk_usage" | "fileinput.input" | "io.FileIO" => &FIRST,
-        "os.rename" | "os.renames" | "os.replace" | "os.symlink" | "os.link" | "shutil.copy"
-        | "shutil.copy2" | "shutil.copyfile" | "shutil.copymode" | "shutil.copystat"
-        | "shutil.copytree" | "shutil.move" | "shutil.unpack_archive" => &FIRST_TWO,
+        "open" | "io.open" | "codecs.open" | "os.open" | "os.remove" | "os.unlink" | "os.rmdir"
+        | "os.removedirs" | "os.mkdir" | "os.makedirs" | "os.chmod" | "os.lchmod" | "os.chown"
+        | "os.lchown" | "os.chdir" | "os.chroot" | "os.listdir" | "os.scandir" | "os.walk"
+        | "os.stat" | "os.lstat" | "os.truncate" | "os.utime" | "os.mkfifo" | "os.mknod"
+        | "os.readlink" | "os.access" | "os.chflags" | "os.fwalk" | "glob.glob" | "glob.iglob"
+        | "tarfile.open" | "tarfile.TarFile" | "zipfile.ZipFile" | "sqlite3.connect"
+        | "gzip.open" | "bz2.open" | "lzma.open" | "shelve.open" | "dbm.open" | "shutil.rmtree"
+        | "shutil.chown" | "shutil.disk_usage" | "fileinput.input" | "io.FileIO" => &FIRST,
+        "os.rename"
+        | "os.renames"
+        | "os.replace"
+        | "os.symlink"
+        | "os.link"
+        | "shutil.copy"
+        | "shutil.copy2"
+        | "shutil.copyfile"
+        | "shutil.copymode"
+        | "shutil.copystat"
+        | "shutil.copytree"
+        | "shutil.move"
+        | "shutil.unpack_archive" => &FIRST_TWO,
         "shutil.make_archive" => &ARCHIVE,
         _ => return None,
     })

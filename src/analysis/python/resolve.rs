@@ -29,8 +29,8 @@ use rustpython_parser::ast::{self, Expr, Operator, Ranged, Stmt};
 use rustpython_parser::text_size::TextRange;
 use std::collections::HashMap;
 
-/// Silent passes before the emitting one; values rarely need more than two.
-const MAX_PASSES: usize = 4;
+/// Emitting passes at most; values rarely need more than one after the silent pass.
+const MAX_PASSES: usize = 6;
 /// Largest value set kept per binding; past it, constants degrade to "unknown".
 const MAX_VALUES: usize = 32;
 
@@ -134,14 +134,17 @@ pub fn resolve(body: &[Stmt], index: &LineIndex) -> Result<Vec<Fact>, usize> {
         depth: 0,
         too_deep: None,
     };
+    // One silent pass gathers values; emitting passes repeat only while values still
+    // grow (a binding that depends on one made later in the source).
+    walker.pass(body, false);
     for _ in 0..MAX_PASSES {
         walker.changed = false;
-        walker.pass(body, false);
+        walker.facts.clear();
+        walker.pass(body, true);
         if !walker.changed || walker.too_deep.is_some() {
             break;
         }
     }
-    walker.pass(body, true);
     match walker.too_deep {
         Some(offset) => Err(offset),
         None => Ok(walker.facts),
@@ -210,7 +213,9 @@ impl<'a> Walker<'a> {
                         self.dynamic(
                             range,
                             dynamic::IMPORT,
-                            format!("`{name}` is passed on, so the modules it loads cannot be known"),
+                            format!(
+                                "`{name}` is passed on, so the modules it loads cannot be known"
+                            ),
                         );
                     }
                 }
@@ -774,7 +779,11 @@ impl<'a> Walker<'a> {
         defaults
     }
 
-    fn bind_parameters(&mut self, args: &ast::Arguments, mut defaults: HashMap<String, Vec<Value>>) {
+    fn bind_parameters(
+        &mut self,
+        args: &ast::Arguments,
+        mut defaults: HashMap<String, Vec<Value>>,
+    ) {
         for arg in args
             .posonlyargs
             .iter()
@@ -941,7 +950,8 @@ impl<'a> Walker<'a> {
             Expr::Call(call) => self.call(call, escapes),
             Expr::Subscript(s) => self.subscript(s, escapes),
             Expr::Constant(c) => match &c.value {
-                ast::Constant::Str(s) if s.len() <= 4096 => vec![Value::Str(s.clone())],
+                // Names and paths are short; long texts are never folded into one.
+                ast::Constant::Str(s) if s.len() <= 256 => vec![Value::Str(s.clone())],
                 _ => unknown(),
             },
             Expr::BoolOp(b) => {
@@ -1227,7 +1237,8 @@ impl<'a> Walker<'a> {
             .collect();
         let keeps = !names.is_empty() && names.iter().all(|n| keeps_arguments(n));
         // `setattr(os, …)` writes to the module; the module itself goes nowhere.
-        let keeps_first = keeps || (!names.is_empty() && names.iter().all(|n| is_attribute_function(n)));
+        let keeps_first =
+            keeps || (!names.is_empty() && names.iter().all(|n| is_attribute_function(n)));
         let mut arguments = Vec::with_capacity(call.args.len());
         for (position, arg) in call.args.iter().enumerate() {
             let kept = keeps || (position == 0 && keeps_first);
@@ -1333,7 +1344,9 @@ impl<'a> Walker<'a> {
                     self.dynamic(
                         call.range,
                         dynamic::INTROSPECTION,
-                        format!("`{function}` of `{attribute}` reaches the interpreter's internals"),
+                        format!(
+                            "`{function}` of `{attribute}` reaches the interpreter's internals"
+                        ),
                     );
                 }
                 for base in bases {
@@ -1354,7 +1367,9 @@ impl<'a> Walker<'a> {
                     self.dynamic(
                         call.range,
                         dynamic::ATTRIBUTE,
-                        format!("`{function}` on `{base}` with an attribute name computed at run time"),
+                        format!(
+                            "`{function}` on `{base}` with an attribute name computed at run time"
+                        ),
                     );
                 }
             }

@@ -257,7 +257,10 @@ impl Builder {
                 for target in &d.targets {
                     if let Expr::Name(n) = target {
                         if self.at_module_level() {
-                            self.tree.module.deleted.insert(normalize(&n.id).into_owned());
+                            self.tree
+                                .module
+                                .deleted
+                                .insert(normalize(&n.id).into_owned());
                         }
                     }
                     self.target(target);
