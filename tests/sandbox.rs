@@ -509,6 +509,29 @@ async fn cancelling_kills_the_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_caller_stops_waiting_is_removed() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| p.pool.size = 0));
+    let abandoned = tokio::time::timeout(
+        Duration::from_secs(3),
+        run(&sandbox, Language::Python, "import time\ntime.sleep(600)"),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the caller gave up first");
+    // Without shutdown: the dropped run removes its own container.
+    let mut gone = false;
+    for _ in 0..100 {
+        if containers_of(&sandbox).is_empty() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the abandoned run's container was removed");
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_image_says_how_to_get_one() {
     require_docker!();
     let sandbox = Sandbox::new(policy(|p| {

@@ -154,6 +154,15 @@ impl Runtime {
         let (id, exec_id) = self
             .container_for(&docker, &image, &program, &cancel)
             .await?;
+        // Removes the container when this run ends, however it ends: returned, or
+        // dropped by a caller that stopped waiting. The removal runs in the background,
+        // after the answer is returned; timeouts and cancellations removed the container
+        // already, and removing it again is a harmless 404.
+        let _cleanup = Discard {
+            runtime: self.clone(),
+            docker: docker.clone(),
+            id: id.clone(),
+        };
         let result = exec::execute(
             &docker,
             &id,
@@ -181,9 +190,6 @@ impl Runtime {
             }
             Err(error) => Err(error),
         };
-        // Timeouts and cancellations removed the container already; removing again is
-        // a harmless 404. The removal runs after the answer is returned.
-        self.discard_in_background(&docker, id);
         // Refill once this run is done, so the new container's start does not compete
         // with this run for the CPU.
         self.refill(&docker, &image);
@@ -446,6 +452,24 @@ impl Runtime {
     /// Ready containers in the pool for `language`'s image (for tests and the bench).
     pub fn warm_containers(&self, language: Language) -> usize {
         self.pool.ready(self.policy.images.for_language(language))
+    }
+}
+
+/// Removes one run's container when dropped.
+struct Discard {
+    runtime: Arc<Runtime>,
+    docker: Docker,
+    id: String,
+}
+
+impl Drop for Discard {
+    fn drop(&mut self) {
+        // Outside a Tokio runtime (the whole runtime is being torn down) nothing can be
+        // spawned; `shutdown` or the next instance's sweep removes the container then.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.runtime
+                .discard_in_background(&self.docker, std::mem::take(&mut self.id));
+        }
     }
 }
 
