@@ -54,7 +54,7 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Check files against the policy, like a linter; nothing is run.
     Check(check::CheckArgs),
-    /// Check a file against the policy, then run it in a container.
+    /// Check a file (or stdin) against the policy, then run it in a hardened container.
     Run(run::RunArgs),
     /// Show, validate or create policy files.
     #[command(subcommand)]
