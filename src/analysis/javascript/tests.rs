@@ -161,3 +161,45 @@ fn paths() {
         "2:path fs/promises.readFile /x"
     ));
 }
+
+#[test]
+fn promises_and_exports() {
+    let src = "import('child_process').then(({ exec }) => exec('id'));";
+    assert!(has(src, "1:ref child_process.exec"));
+    assert!(lacks(src, "child_process.then"));
+    assert!(has(
+        "import * as cp from 'child_process';\nexport { cp };",
+        "2:ref child_process (module)"
+    ));
+    assert!(has(
+        "import vm from 'vm';\nexport default vm;",
+        "2:ref vm (module)"
+    ));
+}
+
+#[test]
+fn feature_tests_are_inert() {
+    assert!(lacks(
+        "typeof eval; x instanceof Function; typeof fetch",
+        "ref"
+    ));
+    assert!(has("const F = Function;", "1:ref Function"));
+}
+
+#[test]
+fn implicit_globals_keep_their_meaning() {
+    assert!(has("eval = wrap(eval);\neval('x');", "2:ref eval"));
+    assert!(has(
+        "cp = require('child_process');\ncp.fork('x');",
+        "2:ref child_process.fork"
+    ));
+}
+
+#[test]
+fn long_method_chains_are_linear() {
+    // Exponential evaluation would not finish; 120 links must be instant.
+    let src = format!("p{};", ".then(f)".repeat(120));
+    let start = std::time::Instant::now();
+    let _ = analyze(&src);
+    assert!(start.elapsed() < std::time::Duration::from_secs(2));
+}

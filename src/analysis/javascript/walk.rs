@@ -108,6 +108,9 @@ impl<'a> Analyzer<'a> {
                 if let Some(value) = node.child_by_field_name("value") {
                     self.emit_escape(value, scope);
                 }
+                if node.child_by_field_name("source").is_none() {
+                    self.emit_exported_names(node, scope);
+                }
             }
             "arguments" | "array" => {
                 let mut cursor = node.walk();
@@ -147,6 +150,26 @@ impl<'a> Analyzer<'a> {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// `export { cp }`: a local value handed to whoever imports this module.
+    fn emit_exported_names(&mut self, statement: Node<'a>, scope: ScopeId) {
+        let mut cursor = statement.walk();
+        let clauses: Vec<Node<'a>> = statement
+            .named_children(&mut cursor)
+            .filter(|c| c.kind() == "export_clause")
+            .collect();
+        for clause in clauses {
+            let mut cursor = clause.walk();
+            let names: Vec<Node<'a>> = clause
+                .named_children(&mut cursor)
+                .filter_map(|s| s.child_by_field_name("name"))
+                .filter(|n| n.kind() == "identifier")
+                .collect();
+            for name in names {
+                self.emit_escape(name, scope);
+            }
         }
     }
 
