@@ -88,6 +88,8 @@ pub fn keeps_arguments(qualified: &str) -> bool {
             | "len"
             | "bool"
             | "getattr"
+            | "dir"
+            | "help"
             | "__import__"
             | "importlib.import_module"
             | "importlib.__import__"

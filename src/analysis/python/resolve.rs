@@ -697,6 +697,17 @@ impl<'a> Walker<'a> {
                             module: module.clone(),
                         },
                     );
+                    if self.frames[self.current()].kind == ScopeKind::Class {
+                        // A class attribute is reached through the class or its
+                        // instances (`self.os.system`), which is not followed.
+                        let top = module.split('.').next().unwrap_or_default().to_string();
+                        let bound = if alias.asname.is_some() {
+                            &module
+                        } else {
+                            &top
+                        };
+                        self.reference(alias.range, bound, true);
+                    }
                     match &alias.asname {
                         Some(asname) => self.bind(&normalize(asname), vec![Value::Module(module)]),
                         None => {
@@ -860,7 +871,10 @@ impl<'a> Walker<'a> {
                 return;
             }
         }
-        let followed = targets.iter().all(is_followed_target);
+        // In a class body a name is also a class attribute, reached through the class
+        // or its instances, which is not followed: module objects escape there.
+        let in_class = self.frames[self.current()].kind == ScopeKind::Class;
+        let followed = !in_class && targets.iter().all(is_followed_target);
         let values = self.binding_values(value, !followed);
         for target in targets {
             self.bind_target(target, values.clone());
@@ -1067,7 +1081,18 @@ impl<'a> Walker<'a> {
     /// the longer name alone would hide it from the rules.
     fn chain(&mut self, expr: &Expr) -> Vec<Value> {
         match expr {
-            Expr::Name(n) => self.lookup(&normalize(&n.id)),
+            Expr::Name(n) => {
+                let name = normalize(&n.id);
+                // A global every module has: `__loader__.load_module('os')`.
+                if name == "__loader__" {
+                    self.dynamic(
+                        n.range,
+                        dynamic::INTROSPECTION,
+                        "`__loader__` loads modules by name".to_string(),
+                    );
+                }
+                self.lookup(&name)
+            }
             Expr::Attribute(a) => {
                 if self.depth >= MAX_DEPTH {
                     self.too_deep.get_or_insert(expr.start().to_usize());
