@@ -42,7 +42,12 @@ fn main() {
     let image = policy.images.python.clone();
     let policy = Arc::new(policy);
 
-    println!("print(1) in {image}, {iterations} iterations per path (2 cores here?)");
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().next().unwrap_or("?");
+    println!(
+        "print(1) in {image}, {iterations} iterations per path; {cores} cores, load average {load}"
+    );
     println!(
         "{:<44} {:>8} {:>8} {:>8}",
         "path", "p50 ms", "p95 ms", "mean ms"
