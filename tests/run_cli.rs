@@ -202,6 +202,35 @@ fn an_unreachable_engine_says_which_socket_and_exits_125() {
 }
 
 #[test]
+fn the_engine_flag_overrides_the_policy() {
+    let mut command = binary();
+    command
+        .env("XDG_RUNTIME_DIR", "/nonexistent-runtime-dir")
+        .env_remove("CONTAINER_HOST");
+    let output = run_with(
+        command,
+        &["-", "--language", "python", "--engine", "podman"],
+        b"print(1)",
+    );
+    if std::path::Path::new("/run/podman/podman.sock").exists() {
+        return; // a real Podman answers here
+    }
+    assert_eq!(output.status.code(), Some(125));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("/nonexistent-runtime-dir/podman/podman.sock"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("engine: podman"), "{stderr}");
+
+    let output = run(
+        &["-", "--language", "python", "--engine", "lxc"],
+        b"print(1)",
+    );
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
 fn a_timeout_kills_the_run() {
     require_docker!();
     let output = run(

@@ -13,7 +13,7 @@
 
 use super::{PolicyArg, EXIT_USAGE};
 use crate::analysis::Language;
-use crate::policy::{Finding, PolicyEngine, Report};
+use crate::policy::{EngineKind, Finding, PolicyEngine, Report};
 use crate::sandbox::{RunOutcome, RunRequest, Sandbox, SandboxError};
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -43,8 +43,22 @@ pub struct RunArgs {
     /// addition to the policy's env.pass_through). Unset ones are skipped.
     #[arg(long, value_name = "KEY1,KEY2", value_delimiter = ',')]
     pub pass_through_env: Vec<String>,
+    /// Container engine, overriding the policy's `engine:` (docker, podman or auto).
+    #[arg(long, value_name = "docker|podman|auto", value_parser = parse_engine)]
+    pub engine: Option<EngineKind>,
     #[command(flatten)]
     pub policy: PolicyArg,
+}
+
+fn parse_engine(value: &str) -> Result<EngineKind, String> {
+    match value {
+        "docker" => Ok(EngineKind::Docker),
+        "podman" => Ok(EngineKind::Podman),
+        "auto" => Ok(EngineKind::Auto),
+        other => Err(format!(
+            "unknown engine `{other}` (expected docker, podman or auto)"
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -135,6 +149,9 @@ pub fn main(args: RunArgs) -> ExitCode {
     let mut policy = engine.policy().clone();
     // One run, then exit: a warm pool would only start containers to throw away.
     policy.pool.size = 0;
+    if let Some(engine) = args.engine {
+        policy.engine = engine;
+    }
     match execute(Arc::new(policy), request) {
         Ended::Ran(outcome) => {
             report_outcome(args.format, &policy_name, language, &report, &outcome)
