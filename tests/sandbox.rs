@@ -408,6 +408,54 @@ except OSError as e:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_applies_every_limit_the_policy_sets() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| {
+        p.limits.memory = ByteSize(96 << 20);
+        p.limits.pids = 40;
+        p.limits.cpus = 0.5;
+        p.limits.tmpfs = ByteSize(8 << 20);
+    }));
+    sandbox.warm_up().await;
+    let ids = containers_of(&sandbox);
+    assert_eq!(ids.len(), 1, "one warm container");
+    let output = Command::new("docker")
+        .args(["inspect", &ids[0]])
+        .output()
+        .unwrap();
+    let inspect: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let host = &inspect[0]["HostConfig"];
+    assert_eq!(host["NetworkMode"], "none");
+    assert_eq!(host["ReadonlyRootfs"], true);
+    assert_eq!(host["CapDrop"], serde_json::json!(["ALL"]));
+    assert_eq!(
+        host["SecurityOpt"],
+        serde_json::json!(["no-new-privileges"])
+    );
+    assert_eq!(host["PidsLimit"], 40);
+    assert_eq!(host["Memory"], 96 << 20);
+    assert_eq!(host["MemorySwap"], 96 << 20);
+    assert_eq!(host["NanoCpus"], 500_000_000);
+    assert!(host["Tmpfs"]["/sandbox"]
+        .as_str()
+        .unwrap()
+        .contains("size=8388608"));
+    assert!(host["Tmpfs"]["/tmp"]
+        .as_str()
+        .unwrap()
+        .contains("size=8388608"));
+    let config = &inspect[0]["Config"];
+    assert_eq!(config["User"], "65534:65534");
+    assert_eq!(config["Labels"]["code-sandbox-mcp"], sandbox.instance_id());
+    assert_eq!(
+        config["Labels"]["code-sandbox-mcp.pid"],
+        std::process::id().to_string()
+    );
+    assert_eq!(inspect[0]["State"]["Running"], true);
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_run_gets_a_fresh_container_and_its_own_env() {
     require_docker!();
     let sandbox = Sandbox::new(policy(|_| {}));
