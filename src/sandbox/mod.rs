@@ -5,7 +5,8 @@
 //! - `Sandbox::new` does no I/O and cannot fail; the engine is reached lazily, so a
 //!   daemon that is down at start is an error on the first `run`, and a later `run`
 //!   tries again.
-//! - `warm_up` starts filling the warm pool in the background (best effort, logs only).
+//! - `warm_up` fills the warm pool (best effort, logs only) and returns once it is full;
+//!   a caller that must not wait spawns it.
 //! - `run` takes one fresh container, runs the code, removes the container, and returns
 //!   the outcome; `cancel` kills the run and removes its container.
 //! - `shutdown` removes every container this instance created.
