@@ -37,7 +37,6 @@ pub const INTROSPECTION_ATTRIBUTES: &[&str] = &[
     "f_builtins",
     "f_code",
     "tb_frame",
-    "tb_next",
     "func_globals",
     "func_code",
 ];

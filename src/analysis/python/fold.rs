@@ -109,7 +109,8 @@ fn constant(value: &Constant) -> Option<Const> {
     Some(match value {
         Constant::Str(s) if s.len() <= MAX_LENGTH => Const::Str(s.clone()),
         Constant::Bytes(b) if b.len() <= MAX_LENGTH => Const::Bytes(b.clone()),
-        Constant::Int(i) => Const::Int(i.to_string().parse().ok()?),
+        // Only small integers matter (`chr(115)`); huge ones are not even printed.
+        Constant::Int(i) if i.bits() < 63 => Const::Int(i.to_string().parse().ok()?),
         Constant::Bool(b) => Const::Int(*b as i64),
         Constant::Tuple(items) => Const::Seq(items.iter().map(constant).collect::<Option<_>>()?),
         _ => return None,

@@ -66,7 +66,14 @@ pub fn analyze(source: &str) -> Vec<Fact> {
     };
     match resolve::resolve(&body, &index) {
         Ok(facts) => facts,
-        Err(offset) => refuse(offset, offset + 1, "nesting too deep".to_string()),
+        Err(resolve::Refusal::TooDeep(offset)) => {
+            refuse(offset, offset + 1, "nesting too deep".to_string())
+        }
+        Err(resolve::Refusal::TooManyMeanings(offset)) => refuse(
+            offset,
+            offset + 1,
+            "a name takes too many possible meanings to follow".to_string(),
+        ),
     }
 }
 

@@ -47,6 +47,9 @@ pub enum Value {
     Path { op: String, path: String },
     /// Anything else: the user's own functions, objects, call results.
     Unknown,
+    /// More meanings than [`MAX_VALUES`]: the code is refused rather than followed
+    /// partially (no ordinary program gets here; hostile ones could blow up otherwise).
+    Overflow,
 }
 
 /// Adds a value to a set; true if it was new.
@@ -54,11 +57,17 @@ fn add(set: &mut Vec<Value>, value: Value) -> bool {
     if set.contains(&value) {
         return false;
     }
-    if set.len() >= MAX_VALUES && matches!(value, Value::Str(_) | Value::Path { .. }) {
-        if set.contains(&Value::Unknown) {
+    if set.len() >= MAX_VALUES {
+        // Constants degrade to "unknown" (folding then fails closed); names cannot be
+        // dropped without hiding them, so the set is marked as overflowing instead.
+        let marker = match value {
+            Value::Str(_) | Value::Path { .. } | Value::Unknown => Value::Unknown,
+            Value::Module(_) | Value::Name(_) | Value::Overflow => Value::Overflow,
+        };
+        if set.contains(&marker) {
             return false;
         }
-        set.push(Value::Unknown);
+        set.push(marker);
         return true;
     }
     set.push(value);
@@ -113,13 +122,15 @@ pub struct Walker<'a> {
     changed: bool,
     depth: usize,
     too_deep: Option<usize>,
+    /// Where a value set first overflowed, if one did.
+    overflow: Option<usize>,
 }
 
 /// Resolves a parsed module into facts, or the offset where nesting went too deep.
-pub fn resolve(body: &[Stmt], index: &LineIndex) -> Result<Vec<Fact>, usize> {
+pub fn resolve(body: &[Stmt], index: &LineIndex) -> Result<Vec<Fact>, Refusal> {
     let tree = ScopeTree::build(body);
     if tree.too_deep {
-        return Err(0);
+        return Err(Refusal::TooDeep(0));
     }
     let mut walker = Walker {
         tree: &tree,
@@ -133,6 +144,7 @@ pub fn resolve(body: &[Stmt], index: &LineIndex) -> Result<Vec<Fact>, usize> {
         changed: false,
         depth: 0,
         too_deep: None,
+        overflow: None,
     };
     // One silent pass gathers values; emitting passes repeat only while values still
     // grow (a binding that depends on one made later in the source).
@@ -145,10 +157,20 @@ pub fn resolve(body: &[Stmt], index: &LineIndex) -> Result<Vec<Fact>, usize> {
             break;
         }
     }
-    match walker.too_deep {
-        Some(offset) => Err(offset),
-        None => Ok(walker.facts),
+    match (walker.too_deep, walker.overflow) {
+        (Some(offset), _) => Err(Refusal::TooDeep(offset)),
+        (None, Some(offset)) => Err(Refusal::TooManyMeanings(offset)),
+        (None, None) => Ok(walker.facts),
     }
+}
+
+/// Why resolution gave up (the caller reports it as unparseable: fail closed).
+#[derive(Debug)]
+pub enum Refusal {
+    /// Nesting passed [`MAX_DEPTH`] at this byte offset.
+    TooDeep(usize),
+    /// A name took more than [`MAX_VALUES`] meanings at this byte offset.
+    TooManyMeanings(usize),
 }
 
 impl<'a> Walker<'a> {
@@ -951,6 +973,9 @@ impl<'a> Walker<'a> {
         self.depth += 1;
         let values = self.expr_inner(expr, escapes);
         self.depth -= 1;
+        if values.contains(&Value::Overflow) {
+            self.overflow.get_or_insert(expr.start().to_usize());
+        }
         values
     }
 
