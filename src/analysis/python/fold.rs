@@ -219,7 +219,7 @@ fn subscript(base: Const, env: &dyn FoldEnv, slice: &Expr, depth: usize) -> Opti
                 let mut i = start;
                 while i < stop {
                     out.push(items[i as usize].clone());
-                    i += step;
+                    i = i.saturating_add(step);
                 }
             } else {
                 let start = index(lower, len, len as i64 - 1).clamp(-1, len as i64 - 1);
@@ -228,7 +228,7 @@ fn subscript(base: Const, env: &dyn FoldEnv, slice: &Expr, depth: usize) -> Opti
                 let mut i = start;
                 while i > stop {
                     out.push(items[i as usize].clone());
-                    i += step;
+                    i = i.saturating_add(step);
                 }
             }
             out
@@ -551,6 +551,18 @@ mod tests {
             Some("/etc/passwd")
         );
         assert_eq!(folded("x + 'a'"), None);
+        assert_eq!(
+            folded("'abc'[1::1000000000000000000]").as_deref(),
+            Some("b")
+        );
+        assert_eq!(
+            folded("'abc'[::-1000000000000000000]").as_deref(),
+            Some("c")
+        );
+        assert_eq!(
+            folded("'abc'[-1000000000000000000:]").as_deref(),
+            Some("abc")
+        );
         assert_eq!(folded("'a' * 100000"), None);
     }
 }
