@@ -19,6 +19,7 @@ use super::super::FactKind;
 use super::scope::ScopeId;
 use super::values::{strip_parens, Val};
 use super::Analyzer;
+use super::{Field, NodeExt};
 use tree_sitter::Node;
 
 /// Timer functions that compile a string first argument.
@@ -73,10 +74,8 @@ impl<'a> Analyzer<'a> {
 
     /// Computed member whose key does not fold, on something whose members matter.
     pub fn emit_dynamic_attribute(&mut self, node: Node<'a>, scope: ScopeId) {
-        let (Some(object), Some(index)) = (
-            node.child_by_field_name("object"),
-            node.child_by_field_name("index"),
-        ) else {
+        let (Some(object), Some(index)) = (node.field(Field::Object), node.field(Field::Index))
+        else {
             return;
         };
         let (_, other) = self.eval(index, scope, 0).strings();
@@ -97,7 +96,7 @@ impl<'a> Analyzer<'a> {
 
     /// Constructor walks and prototype reads on a member or subscript node.
     pub fn emit_introspection(&mut self, node: Node<'a>, scope: ScopeId) {
-        let Some(object) = node.child_by_field_name("object") else {
+        let Some(object) = node.field(Field::Object) else {
             return;
         };
         let Some(keys) = self.member_keys(node, scope, 0) else {
@@ -132,7 +131,7 @@ impl<'a> Analyzer<'a> {
         if object.kind() != "call_expression" {
             return false;
         }
-        let Some(callee) = object.child_by_field_name("function") else {
+        let Some(callee) = object.field(Field::Function) else {
             return false;
         };
         self.eval(callee, scope, 0).items.iter().any(|v| {
@@ -175,10 +174,10 @@ impl<'a> Analyzer<'a> {
         match node.kind() {
             "string" | "template_string" => true,
             "binary_expression" => {
-                node.child_by_field_name("left")
+                node.field(Field::Left)
                     .is_some_and(|l| self.looks_like_string(l, scope, depth + 1))
                     || node
-                        .child_by_field_name("right")
+                        .field(Field::Right)
                         .is_some_and(|r| self.looks_like_string(r, scope, depth + 1))
             }
             _ => self
@@ -191,7 +190,7 @@ impl<'a> Analyzer<'a> {
 
     /// `new Worker(src, {eval: true})`: the first argument is code, not a file.
     pub fn emit_worker_eval(&mut self, new: Node<'a>, scope: ScopeId) {
-        let Some(constructor) = new.child_by_field_name("constructor") else {
+        let Some(constructor) = new.field(Field::Constructor) else {
             return;
         };
         let is_worker = self
@@ -203,7 +202,7 @@ impl<'a> Analyzer<'a> {
             return;
         }
         let Some(options) = new
-            .child_by_field_name("arguments")
+            .field(Field::Arguments)
             .and_then(|a| self.argument(a, 1))
             .map(strip_parens)
         else {
@@ -218,14 +217,14 @@ impl<'a> Analyzer<'a> {
                 return pair.kind() == "shorthand_property_identifier"
                     && self.identifier(pair) == "eval";
             }
-            let key = pair.child_by_field_name("key");
+            let key = pair.field(Field::Key);
             let is_eval = key.is_some_and(|k| match k.kind() {
                 "property_identifier" => self.identifier(k) == "eval",
                 "string" => self.string_value(k) == "eval",
                 _ => false,
             });
             let is_false = pair
-                .child_by_field_name("value")
+                .field(Field::Value)
                 .is_some_and(|v| matches!(v.kind(), "false" | "null" | "undefined"));
             is_eval && !is_false
         });

@@ -5,11 +5,12 @@
 //! 1. [`syntax`]: parse with tree-sitter and fail closed on any `ERROR`/`MISSING` node or
 //!    on a syntax tree too deep to walk safely (a snippet we cannot read is a snippet we
 //!    cannot vouch for).
-//! 2. [`scope`]: one walk that records every scope, every declaration (with hoisting:
-//!    all of a scope's names are known before anything is resolved) and every value a
-//!    binding may take (initialisers, assignments, destructuring paths, imports).
-//! 3. [`walk`]: a second walk that evaluates the expressions the policy cares about to
-//!    abstract [`values`] and emits facts. The concerns it delegates to are split by
+//! 2. [`scope`]: the one tree walk, which records every scope, every declaration (with
+//!    hoisting: all of a scope's names are known before anything is resolved), every
+//!    value a binding may take (initialisers, assignments, destructuring paths,
+//!    imports), and the list of nodes worth a second look.
+//! 3. [`walk`]: a pass over that list that evaluates the expressions the policy cares
+//!    about to abstract [`values`] and emits facts. The concerns it delegates to are split by
 //!    theme: [`modules`] (`require`/`import` forms and loaders), [`dynamic`] (code built
 //!    at run time, constructor walks, computed members, escaping namespaces),
 //!    [`strings`] (unescaping and constant folding) and [`paths`] (fs path literals).
@@ -78,7 +79,7 @@ pub fn analyze(source: &str) -> Vec<Fact> {
     if let Err(fact) = scope::collect(&mut cx, root) {
         return vec![fact];
     }
-    walk::emit(&mut cx, root);
+    walk::emit(&mut cx);
     cx.facts
 }
 
@@ -100,6 +101,8 @@ pub(crate) struct Analyzer<'a> {
     pub bindings: Vec<scope::Binding<'a>>,
     pub cache: RefCell<Vec<Cache>>,
     pub facts: Vec<Fact>,
+    /// Nodes for the emitting pass, listed by the scope walk.
+    pub visits: Vec<walk::Visit<'a>>,
 }
 
 impl<'a> Analyzer<'a> {
@@ -112,6 +115,7 @@ impl<'a> Analyzer<'a> {
             bindings: Vec::new(),
             cache: RefCell::new(Vec::new()),
             facts: Vec::new(),
+            visits: Vec::new(),
         }
     }
 
@@ -150,5 +154,47 @@ impl<'a> Analyzer<'a> {
             current = self.scopes.get(id as usize).and_then(|s| s.parent);
         }
         None
+    }
+}
+
+/// Grammar fields the frontend reads, resolved to ids once per process:
+/// `Node::child_by_field_name` compares the name against every field name of the
+/// grammar on each call, which showed up at the top of the walk's profile.
+macro_rules! fields {
+    ($($variant:ident = $name:literal),* $(,)?) => {
+        #[derive(Clone, Copy)]
+        pub(crate) enum Field { $($variant),* }
+        const FIELD_NAMES: &[&str] = &[$($name),*];
+    };
+}
+
+fields! {
+    Alias = "alias", Arguments = "arguments", Body = "body", Constructor = "constructor",
+    Function = "function", Index = "index", Key = "key", Kind = "kind", Left = "left",
+    Name = "name", Object = "object", Operator = "operator", Parameter = "parameter",
+    Parameters = "parameters", Property = "property", Right = "right", Source = "source",
+    Value = "value", Consequence = "consequence", Alternative = "alternative",
+}
+
+fn field_ids() -> &'static [Option<std::num::NonZeroU16>] {
+    static IDS: std::sync::OnceLock<Vec<Option<std::num::NonZeroU16>>> = std::sync::OnceLock::new();
+    IDS.get_or_init(|| {
+        let language: tree_sitter::Language = tree_sitter_javascript::LANGUAGE.into();
+        FIELD_NAMES
+            .iter()
+            .map(|name| language.field_id_for_name(name))
+            .collect()
+    })
+}
+
+/// Field access by [`Field`] instead of by name.
+pub(crate) trait NodeExt<'t> {
+    fn field(&self, field: Field) -> Option<Node<'t>>;
+}
+
+impl<'t> NodeExt<'t> for Node<'t> {
+    fn field(&self, field: Field) -> Option<Node<'t>> {
+        let id = field_ids().get(field as usize).copied().flatten()?;
+        self.child_by_field_id(id.get())
     }
 }

@@ -13,6 +13,7 @@ use super::super::dynamic;
 use super::super::FactKind;
 use super::scope::ScopeId;
 use super::Analyzer;
+use super::{Field, NodeExt};
 use tree_sitter::Node;
 
 /// A module specifier as the policy names it: `node:fs` is `fs`.
@@ -23,7 +24,7 @@ pub fn normalize(specifier: &str) -> &str {
 impl<'a> Analyzer<'a> {
     /// `import … from 'm'`, `import 'm'`, `export * from 'm'`, `export {a} from 'm'`.
     pub fn emit_static_import(&mut self, statement: Node<'a>) {
-        let Some(source) = statement.child_by_field_name("source") else {
+        let Some(source) = statement.field(Field::Source) else {
             return;
         };
         let module = normalize(&self.string_value(source)).to_string();

@@ -11,12 +11,13 @@
 //! `for…of` elements and imports. Assignments to undeclared names create implicit
 //! globals that keep the global's own meaning too.
 //!
-//! Scope ids are handed out in pre-order, so the emitting walk can re-derive them by
-//! counting scope nodes in the same order.
+//! The same walk also lists the nodes the emitting pass must look at, with their
+//! scope, so that pass does not walk the whole tree a second time.
 
 use super::super::{Fact, FactKind};
 use super::values::{global_value, FnKind, Val, Vals};
 use super::Analyzer;
+use super::{Field, NodeExt};
 use std::borrow::Cow;
 use tree_sitter::Node;
 
@@ -109,6 +110,9 @@ pub fn collect<'a>(cx: &mut Analyzer<'a>, root: Node<'a>) -> Result<(), Fact> {
     };
     let mut cursor = root.walk();
     let mut depth = 0usize;
+    // Scope nodes currently open, by node id: cheaper than re-reading kinds on leave.
+    let mut open: Vec<usize> = Vec::new();
+    let mut parents: Vec<Node<'a>> = Vec::new();
     loop {
         let node = cursor.node();
         if depth > MAX_TREE_DEPTH {
@@ -124,15 +128,27 @@ pub fn collect<'a>(cx: &mut Analyzer<'a>, root: Node<'a>) -> Result<(), Fact> {
             });
         }
         if node.is_named() {
-            collector.enter(node);
+            let kind = node.kind();
+            if collector.enter(node, kind) {
+                open.push(node.id());
+            }
+            let parent = parents.last().copied();
+            if super::walk::worth_visiting(kind, parent, cursor.field_name()) {
+                let scope = collector.top();
+                collector
+                    .cx
+                    .visits
+                    .push(super::walk::Visit { node, kind, scope });
+            }
         }
         if cursor.goto_first_child() {
             depth += 1;
+            parents.push(node);
             continue;
         }
         loop {
-            let node = cursor.node();
-            if node.is_named() && scope_kind(node.kind()).is_some() {
+            if open.last() == Some(&cursor.node().id()) {
+                open.pop();
                 collector.stack.pop();
             }
             if cursor.goto_next_sibling() {
@@ -143,6 +159,7 @@ pub fn collect<'a>(cx: &mut Analyzer<'a>, root: Node<'a>) -> Result<(), Fact> {
                 return Ok(());
             }
             depth -= 1;
+            parents.pop();
         }
     }
 }
@@ -161,20 +178,19 @@ impl<'a> Collector<'_, 'a> {
             .unwrap_or(0)
     }
 
-    fn enter(&mut self, node: Node<'a>) {
-        let kind = node.kind();
+    /// Records what a node declares; true when it opens a scope.
+    fn enter(&mut self, node: Node<'a>, kind: &str) -> bool {
         match kind {
             "function_declaration" | "generator_function_declaration" | "class_declaration" => {
-                if let (Some(name), Some(fn_kind)) =
-                    (node.child_by_field_name("name"), FnKind::of(node))
-                {
+                if let (Some(name), Some(fn_kind)) = (node.field(Field::Name), FnKind::of(node)) {
                     let scope = self.top();
                     self.declare(scope, name, Origin::Value(Val::Func(fn_kind)));
                 }
             }
             _ => {}
         }
-        if let Some(function_like) = scope_kind(kind) {
+        let opens = scope_kind(kind);
+        if let Some(function_like) = opens {
             let id = self.cx.scopes.len() as ScopeId;
             let parent = self.stack.last().copied();
             self.cx.scopes.push(super::scope::Scope {
@@ -190,14 +206,12 @@ impl<'a> Collector<'_, 'a> {
         match kind {
             "call_expression" => self.note_then_callback(node, top),
             "function_expression" | "generator_function" | "class" => {
-                if let (Some(name), Some(fn_kind)) =
-                    (node.child_by_field_name("name"), FnKind::of(node))
-                {
+                if let (Some(name), Some(fn_kind)) = (node.field(Field::Name), FnKind::of(node)) {
                     self.declare(top, name, Origin::Value(Val::Func(fn_kind)));
                 }
             }
             "arrow_function" => {
-                if let Some(param) = node.child_by_field_name("parameter") {
+                if let Some(param) = node.field(Field::Parameter) {
                     self.declare(top, param, Origin::Unknown);
                 }
             }
@@ -215,7 +229,7 @@ impl<'a> Collector<'_, 'a> {
                 }
             }
             "catch_clause" => {
-                if let Some(param) = node.child_by_field_name("parameter") {
+                if let Some(param) = node.field(Field::Parameter) {
                     self.bind(
                         param,
                         &Origin::Unknown,
@@ -237,10 +251,10 @@ impl<'a> Collector<'_, 'a> {
                     .filter(|c| c.kind() == "variable_declarator")
                     .collect();
                 for declarator in declarators {
-                    let Some(name) = declarator.child_by_field_name("name") else {
+                    let Some(name) = declarator.field(Field::Name) else {
                         continue;
                     };
-                    let origin = match declarator.child_by_field_name("value") {
+                    let origin = match declarator.field(Field::Value) {
                         Some(value) => Origin::Expr(value, top),
                         None => Origin::Value(Val::Undefined),
                     };
@@ -249,19 +263,18 @@ impl<'a> Collector<'_, 'a> {
             }
             "for_in_statement" => self.for_in(node, top),
             "assignment_expression" => {
-                if let (Some(left), Some(right)) = (
-                    node.child_by_field_name("left"),
-                    node.child_by_field_name("right"),
-                ) {
+                if let (Some(left), Some(right)) =
+                    (node.field(Field::Left), node.field(Field::Right))
+                {
                     let origin = Origin::Expr(right, top);
                     self.bind(left, &origin, &mut Vec::new(), Target::Assign(top), 0);
                 }
             }
             "augmented_assignment_expression" => {
                 if let (Some(left), Some(right), Some(op)) = (
-                    node.child_by_field_name("left"),
-                    node.child_by_field_name("right"),
-                    node.child_by_field_name("operator"),
+                    node.field(Field::Left),
+                    node.field(Field::Right),
+                    node.field(Field::Operator),
                 ) {
                     let origin = match op.kind() {
                         "||=" | "&&=" | "??=" => Origin::Expr(right, top),
@@ -273,24 +286,24 @@ impl<'a> Collector<'_, 'a> {
             "import_statement" => self.import(node),
             _ => {}
         }
+        opens.is_some()
     }
 
     /// Records `p.then(cb)` so that `cb`'s first parameter is bound to `p`'s value.
     fn note_then_callback(&mut self, call: Node<'a>, top: ScopeId) {
-        let Some(callee) = call.child_by_field_name("function") else {
+        let Some(callee) = call.field(Field::Function) else {
             return;
         };
         if callee.kind() != "member_expression"
             || callee
-                .child_by_field_name("property")
+                .field(Field::Property)
                 .is_none_or(|p| self.cx.text(p) != "then")
         {
             return;
         }
         let (Some(promise), Some(callback)) = (
-            callee.child_by_field_name("object"),
-            call.child_by_field_name("arguments")
-                .and_then(|a| a.named_child(0)),
+            callee.field(Field::Object),
+            call.field(Field::Arguments).and_then(|a| a.named_child(0)),
         ) else {
             return;
         };
@@ -309,10 +322,9 @@ impl<'a> Collector<'_, 'a> {
             return;
         };
         let (_, origin) = self.then_callbacks.swap_remove(at);
-        let first = node.child_by_field_name("parameter").or_else(|| {
-            node.child_by_field_name("parameters")
-                .and_then(|p| p.named_child(0))
-        });
+        let first = node
+            .field(Field::Parameter)
+            .or_else(|| node.field(Field::Parameters).and_then(|p| p.named_child(0)));
         if let Some(first) = first {
             self.bind(first, &origin, &mut Vec::new(), Target::Declare(top), 0);
         }
@@ -320,21 +332,18 @@ impl<'a> Collector<'_, 'a> {
 
     /// `for (const x of xs)`: `x` is every element of `xs`; `for…in` gives keys.
     fn for_in(&mut self, node: Node<'a>, top: ScopeId) {
-        let (Some(left), Some(right)) = (
-            node.child_by_field_name("left"),
-            node.child_by_field_name("right"),
-        ) else {
+        let (Some(left), Some(right)) = (node.field(Field::Left), node.field(Field::Right)) else {
             return;
         };
         let is_of = node
-            .child_by_field_name("operator")
+            .field(Field::Operator)
             .is_some_and(|op| op.kind() == "of");
         let (origin, mut path) = if is_of {
             (Origin::Expr(right, top), vec![Step::Each])
         } else {
             (Origin::Unknown, Vec::new())
         };
-        let target = match node.child_by_field_name("kind").map(|k| k.kind()) {
+        let target = match node.field(Field::Kind).map(|k| k.kind()) {
             Some("var") => Target::Declare(self.function_scope()),
             Some(_) => Target::Declare(top),
             None => Target::Assign(top),
@@ -345,7 +354,7 @@ impl<'a> Collector<'_, 'a> {
     /// Import bindings: default and namespace imports are the module, named imports its
     /// members (`import {exec as run}` is `child_process.exec`).
     fn import(&mut self, node: Node<'a>) {
-        let Some(source) = node.child_by_field_name("source") else {
+        let Some(source) = node.field(Field::Source) else {
             return;
         };
         let module = super::modules::normalize(&self.cx.string_value(source)).to_string();
@@ -384,10 +393,10 @@ impl<'a> Collector<'_, 'a> {
     }
 
     fn import_specifier(&mut self, specifier: Node<'a>, module: &str) {
-        let Some(name) = specifier.child_by_field_name("name") else {
+        let Some(name) = specifier.field(Field::Name) else {
             return;
         };
-        let local = specifier.child_by_field_name("alias").unwrap_or(name);
+        let local = specifier.field(Field::Alias).unwrap_or(name);
         let imported = if name.kind() == "string" {
             self.cx.string_value(name).into_owned()
         } else {
@@ -426,10 +435,8 @@ impl<'a> Collector<'_, 'a> {
                 }
             }
             "assignment_pattern" | "object_assignment_pattern" => {
-                let (Some(left), right) = (
-                    node.child_by_field_name("left"),
-                    node.child_by_field_name("right"),
-                ) else {
+                let (Some(left), right) = (node.field(Field::Left), node.field(Field::Right))
+                else {
                     return;
                 };
                 if left.kind() == "shorthand_property_identifier_pattern" {
@@ -461,10 +468,9 @@ impl<'a> Collector<'_, 'a> {
                 for child in children {
                     match child.kind() {
                         "pair_pattern" => {
-                            let (Some(key), Some(value)) = (
-                                child.child_by_field_name("key"),
-                                child.child_by_field_name("value"),
-                            ) else {
+                            let (Some(key), Some(value)) =
+                                (child.field(Field::Key), child.field(Field::Value))
+                            else {
                                 continue;
                             };
                             let step = match key.kind() {

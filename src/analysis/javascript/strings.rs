@@ -11,6 +11,7 @@
 use super::scope::ScopeId;
 use super::values::{number_to_string, Val, Vals};
 use super::Analyzer;
+use super::{Field, NodeExt};
 use std::borrow::Cow;
 use tree_sitter::Node;
 
@@ -145,9 +146,9 @@ impl<'a> Analyzer<'a> {
     /// `a + b`, folded for strings and numbers; `||`, `??` and `&&` give either side.
     pub fn binary_value(&self, node: Node<'a>, scope: ScopeId, depth: u32) -> Vals {
         let (Some(left), Some(right), Some(op)) = (
-            node.child_by_field_name("left"),
-            node.child_by_field_name("right"),
-            node.child_by_field_name("operator"),
+            node.field(Field::Left),
+            node.field(Field::Right),
+            node.field(Field::Operator),
         ) else {
             return Vals::unknown();
         };
@@ -193,7 +194,7 @@ impl<'a> Analyzer<'a> {
         scope: ScopeId,
         depth: u32,
     ) -> Option<Vals> {
-        let property = callee.child_by_field_name("property")?;
+        let property = callee.field(Field::Property)?;
         let method = self.identifier(property);
         if receiver.unknown || receiver.items.is_empty() {
             return None;

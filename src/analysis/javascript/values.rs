@@ -7,6 +7,7 @@
 
 use super::scope::{Origin, ScopeId, Step};
 use super::{Analyzer, Cache};
+use super::{Field, NodeExt};
 use tree_sitter::Node;
 
 /// Deepest expression nesting evaluated before giving up with "unknown".
@@ -232,8 +233,8 @@ impl<'a> Analyzer<'a> {
             "binary_expression" => self.binary_value(node, scope, depth),
             "ternary_expression" => {
                 let mut out = Vals::default();
-                for field in ["consequence", "alternative"] {
-                    match node.child_by_field_name(field) {
+                for field in [Field::Consequence, Field::Alternative] {
+                    match node.field(field) {
                         Some(branch) => out.extend(self.eval(branch, scope, depth)),
                         None => out.unknown = true,
                     }
@@ -241,7 +242,7 @@ impl<'a> Analyzer<'a> {
                 out
             }
             "assignment_expression" | "augmented_assignment_expression" => {
-                match node.child_by_field_name("right") {
+                match node.field(Field::Right) {
                     Some(right) => self.eval(right, scope, depth),
                     None => Vals::unknown(),
                 }
@@ -356,7 +357,7 @@ impl<'a> Analyzer<'a> {
         depth: u32,
         refs: &mut Vec<String>,
     ) -> Vals {
-        let Some(object) = node.child_by_field_name("object") else {
+        let Some(object) = node.field(Field::Object) else {
             return Vals::unknown();
         };
         let object_vals = self.eval(object, scope, depth + 1);
@@ -409,13 +410,13 @@ impl<'a> Analyzer<'a> {
     /// The property names a member or subscript expression may read.
     pub fn member_keys(&self, node: Node<'a>, scope: ScopeId, depth: u32) -> Option<Vals> {
         if node.kind() == "member_expression" {
-            let property = node.child_by_field_name("property")?;
+            let property = node.field(Field::Property)?;
             if property.kind() == "private_property_identifier" {
                 return None;
             }
             Some(Vals::one(Val::Str(self.identifier(property).into_owned())))
         } else {
-            let index = node.child_by_field_name("index")?;
+            let index = node.field(Field::Index)?;
             Some(self.eval(index, scope, depth + 1))
         }
     }
@@ -505,17 +506,17 @@ impl<'a> Analyzer<'a> {
 
     /// The value of a call: modules from loaders, strings from string methods.
     fn call_value(&self, node: Node<'a>, scope: ScopeId, depth: u32) -> Vals {
-        let Some(callee) = node.child_by_field_name("function") else {
+        let Some(callee) = node.field(Field::Function) else {
             return Vals::unknown();
         };
-        let args = node.child_by_field_name("arguments");
+        let args = node.field(Field::Arguments);
         if callee.kind() == "import" {
             return self.loaded_modules(args, 0, scope, depth);
         }
         let callee = strip_parens(callee);
         // The receiver is evaluated once: evaluating it again for the callee's value
         // would make method chains (`a.b().c().d()`) exponential.
-        let callee_vals = match callee.child_by_field_name("object") {
+        let callee_vals = match callee.field(Field::Object) {
             Some(object) if callee.kind() == "member_expression" => {
                 let receiver = self.eval(object, scope, depth + 1);
                 if let Some(folded) = self.string_method(callee, &receiver, args, scope, depth) {

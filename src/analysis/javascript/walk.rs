@@ -2,48 +2,57 @@
 //!
 //! Why a second walk: a use can only be resolved once every declaration and
 //! assignment is known (hoisting, flow-insensitive values), which the [`super::scope`]
-//! walk provides. This walk re-derives scope ids in the same pre-order, keeps the parent
-//! and field of each node (tree-sitter's `parent()` is not constant time) and dispatches
-//! to the concern modules. It is iterative, so deep trees cannot exhaust the stack.
+//! walk provides. That walk also lists the nodes worth a look (with their scope, and
+//! identifiers only where they are read), so this pass is a loop over that list that
+//! dispatches to the concern modules: no second tree walk, no recursion.
 
 use super::super::FactKind;
-use super::scope::{scope_kind, ScopeId};
+use super::scope::ScopeId;
 use super::values::Val;
 use super::Analyzer;
+use super::{Field, NodeExt};
 use tree_sitter::Node;
 
-pub fn emit<'a>(cx: &mut Analyzer<'a>, root: Node<'a>) {
-    let mut cursor = root.walk();
-    let mut parents: Vec<Node<'a>> = Vec::new();
-    let mut scopes: Vec<ScopeId> = Vec::new();
-    let mut next_scope: ScopeId = 0;
-    loop {
-        let node = cursor.node();
-        if node.is_named() {
-            if scope_kind(node.kind()).is_some() {
-                scopes.push(next_scope);
-                next_scope += 1;
-            }
-            let scope = scopes.last().copied().unwrap_or(0);
-            cx.visit(node, parents.last().copied(), cursor.field_name(), scope);
+/// A node the emitting pass looks at, with the scope it is in.
+pub struct Visit<'a> {
+    pub node: Node<'a>,
+    pub kind: &'static str,
+    pub scope: ScopeId,
+}
+
+/// Whether the emitting pass needs a node: the kinds [`Analyzer::visit`] handles, and
+/// identifiers only where they read a name.
+pub fn worth_visiting(kind: &str, parent: Option<Node>, field: Option<&str>) -> bool {
+    match kind {
+        "identifier" => {
+            parent.is_none_or(|p| is_use(p.kind(), field) && !is_inert_operand(p, field))
         }
-        if cursor.goto_first_child() {
-            parents.push(node);
-            continue;
-        }
-        loop {
-            let node = cursor.node();
-            if node.is_named() && scope_kind(node.kind()).is_some() {
-                scopes.pop();
-            }
-            if cursor.goto_next_sibling() {
-                break;
-            }
-            if !cursor.goto_parent() {
-                return;
-            }
-            parents.pop();
-        }
+        "shorthand_property_identifier"
+        | "member_expression"
+        | "subscript_expression"
+        | "call_expression"
+        | "new_expression"
+        | "import_statement"
+        | "export_statement"
+        | "arguments"
+        | "array"
+        | "pair"
+        | "field_definition"
+        | "spread_element"
+        | "return_statement"
+        | "yield_expression"
+        | "throw_statement"
+        | "arrow_function"
+        | "assignment_expression" => true,
+        _ => false,
+    }
+}
+
+/// Emits the facts of every node the scope walk listed, in source order.
+pub fn emit(cx: &mut Analyzer) {
+    let visits = std::mem::take(&mut cx.visits);
+    for visit in &visits {
+        cx.visit(visit.node, visit.kind, visit.scope);
     }
 }
 
@@ -73,7 +82,7 @@ fn is_use(parent: &str, field: Option<&str>) -> bool {
 /// `typeof eval`, `x instanceof Function`: reading a name only to test it does not
 /// run anything, and feature tests like these are everywhere in ordinary code.
 fn is_inert_operand(parent: Node, field: Option<&str>) -> bool {
-    let operator = || parent.child_by_field_name("operator").map(|o| o.kind());
+    let operator = || parent.field(Field::Operator).map(|o| o.kind());
     match parent.kind() {
         "unary_expression" => operator() == Some("typeof"),
         "binary_expression" => field == Some("right") && operator() == Some("instanceof"),
@@ -82,19 +91,9 @@ fn is_inert_operand(parent: Node, field: Option<&str>) -> bool {
 }
 
 impl<'a> Analyzer<'a> {
-    fn visit(
-        &mut self,
-        node: Node<'a>,
-        parent: Option<Node<'a>>,
-        field: Option<&str>,
-        scope: ScopeId,
-    ) {
-        match node.kind() {
-            "identifier" => {
-                if parent.is_none_or(|p| is_use(p.kind(), field) && !is_inert_operand(p, field)) {
-                    self.emit_identifier(node, scope);
-                }
-            }
+    fn visit(&mut self, node: Node<'a>, kind: &str, scope: ScopeId) {
+        match kind {
+            "identifier" => self.emit_identifier(node, scope),
             "shorthand_property_identifier" => {
                 self.emit_identifier(node, scope);
                 self.emit_escape(node, scope);
@@ -105,10 +104,10 @@ impl<'a> Analyzer<'a> {
             "import_statement" => self.emit_static_import(node),
             "export_statement" => {
                 self.emit_static_import(node);
-                if let Some(value) = node.child_by_field_name("value") {
+                if let Some(value) = node.field(Field::Value) {
                     self.emit_escape(value, scope);
                 }
-                if node.child_by_field_name("source").is_none() {
+                if node.field(Field::Source).is_none() {
                     self.emit_exported_names(node, scope);
                 }
             }
@@ -123,7 +122,7 @@ impl<'a> Analyzer<'a> {
                 }
             }
             "pair" | "field_definition" => {
-                if let Some(value) = node.child_by_field_name("value") {
+                if let Some(value) = node.field(Field::Value) {
                     self.emit_escape(value, scope);
                 }
             }
@@ -133,18 +132,18 @@ impl<'a> Analyzer<'a> {
                 }
             }
             "arrow_function" => {
-                if let Some(body) = node.child_by_field_name("body") {
+                if let Some(body) = node.field(Field::Body) {
                     if body.kind() != "statement_block" {
                         self.emit_escape(body, scope);
                     }
                 }
             }
             "assignment_expression" => {
-                let stores_in_object = node.child_by_field_name("left").is_some_and(|l| {
+                let stores_in_object = node.field(Field::Left).is_some_and(|l| {
                     matches!(l.kind(), "member_expression" | "subscript_expression")
                 });
                 if stores_in_object {
-                    if let Some(right) = node.child_by_field_name("right") {
+                    if let Some(right) = node.field(Field::Right) {
                         self.emit_escape(right, scope);
                     }
                 }
@@ -164,7 +163,7 @@ impl<'a> Analyzer<'a> {
             let mut cursor = clause.walk();
             let names: Vec<Node<'a>> = clause
                 .named_children(&mut cursor)
-                .filter_map(|s| s.child_by_field_name("name"))
+                .filter_map(|s| s.field(Field::Name))
                 .filter(|n| n.kind() == "identifier")
                 .collect();
             for name in names {
@@ -214,10 +213,10 @@ impl<'a> Analyzer<'a> {
 
     /// Calls: module loaders, string timers, fs paths.
     fn emit_call(&mut self, node: Node<'a>, scope: ScopeId) {
-        let Some(callee) = node.child_by_field_name("function") else {
+        let Some(callee) = node.field(Field::Function) else {
             return;
         };
-        let args = node.child_by_field_name("arguments");
+        let args = node.field(Field::Arguments);
         if callee.kind() == "import" {
             self.emit_load(node, args, 0, scope, "`import()`");
             return;
