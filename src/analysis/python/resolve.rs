@@ -1130,7 +1130,11 @@ impl<'a> Walker<'a> {
                 };
                 self.depth -= 1;
                 let attribute = normalize(&a.attr).into_owned();
-                if is_introspection(&attribute) {
+                // `self.__dict__` is an instance's own attributes: ordinary in classes.
+                // A module only gets there as an argument, which is reported already.
+                let own_dict = attribute == "__dict__"
+                    && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self");
+                if is_introspection(&attribute) && !own_dict {
                     self.dynamic(
                         a.range,
                         dynamic::INTROSPECTION,
