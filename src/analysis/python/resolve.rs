@@ -87,6 +87,33 @@ fn qualify(base: &str, attribute: &str) -> String {
     }
 }
 
+/// Names under the public module that re-exports them, so that `posix.system` is
+/// `os.system` and `asyncio.subprocess.create_subprocess_shell` is
+/// `asyncio.create_subprocess_shell`: rules name the public spelling only.
+fn canonical(qualified: String) -> String {
+    const ALIASES: &[(&str, &str)] = &[
+        ("posix.", "os."),
+        ("nt.", "os."),
+        ("posixpath.", "os.path."),
+        ("ntpath.", "os.path."),
+        (
+            "asyncio.subprocess.create_subprocess_",
+            "asyncio.create_subprocess_",
+        ),
+        ("_io.", "io."),
+        ("_socket.", "socket."),
+        ("_ctypes.", "ctypes."),
+        ("_pickle.", "pickle."),
+        ("_thread.", "threading."),
+    ];
+    for (private, public) in ALIASES {
+        if let Some(rest) = qualified.strip_prefix(private) {
+            return format!("{public}{rest}");
+        }
+    }
+    qualified
+}
+
 #[derive(Debug, Default)]
 struct SoFar {
     values: Vec<Value>,
@@ -265,7 +292,7 @@ impl<'a> Walker<'a> {
 
     /// The value of `base.attribute` when `base` is a module or qualified name.
     fn member(&self, base: &str, attribute: &str) -> Value {
-        let qualified = qualify(base, attribute);
+        let qualified = canonical(qualify(base, attribute));
         if self.is_module(&qualified) {
             Value::Module(qualified)
         } else {
