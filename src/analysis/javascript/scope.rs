@@ -47,20 +47,29 @@ pub enum Origin<'a> {
 
 /// One step of a destructuring path.
 #[derive(Clone, Debug)]
-pub enum Step {
+pub enum Step<'a> {
     Prop(String),
     Index(usize),
     /// Every element (`for (const x of xs)`).
     Each,
     /// `...rest` of an object: the same members.
     Rest,
+    /// A computed key (`{[k]: v}`), evaluated in that scope when the value is needed.
+    Computed(Node<'a>, ScopeId),
     Unknown,
+}
+
+/// The scope a pattern's expressions (defaults, computed keys) are evaluated in.
+fn scope_of(target: Target) -> ScopeId {
+    match target {
+        Target::Declare(s) | Target::Assign(s) => s,
+    }
 }
 
 #[derive(Clone)]
 pub struct Source<'a> {
     pub origin: Origin<'a>,
-    pub path: Vec<Step>,
+    pub path: Vec<Step<'a>>,
 }
 
 pub struct Binding<'a> {
@@ -414,7 +423,7 @@ impl<'a> Collector<'_, 'a> {
         &mut self,
         node: Node<'a>,
         origin: &Origin<'a>,
-        path: &mut Vec<Step>,
+        path: &mut Vec<Step<'a>>,
         target: Target,
         depth: u32,
     ) {
@@ -478,12 +487,11 @@ impl<'a> Collector<'_, 'a> {
                                     Step::Prop(self.cx.identifier(key).into_owned())
                                 }
                                 "string" => Step::Prop(self.cx.string_value(key).into_owned()),
+                                // Folded when the binding is evaluated: values are not
+                                // complete yet (`{[k]: v} = globalThis`).
                                 "computed_property_name" => match key.named_child(0) {
-                                    // Only literal keys: values are not complete yet.
-                                    Some(k) if k.kind() == "string" => {
-                                        Step::Prop(self.cx.string_value(k).into_owned())
-                                    }
-                                    _ => Step::Unknown,
+                                    Some(k) => Step::Computed(k, scope_of(target)),
+                                    None => Step::Unknown,
                                 },
                                 _ => Step::Unknown,
                             };

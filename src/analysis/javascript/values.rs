@@ -343,6 +343,16 @@ impl<'a> Analyzer<'a> {
                     }
                 }
             }
+            Step::Computed(key, scope) => {
+                let (keys, other) = self.eval(*key, *scope, 1).strings();
+                out.unknown |= other;
+                let mut refs = Vec::new();
+                for key in &keys {
+                    for val in &vals.items {
+                        self.member_of(val, None, key, &mut out, &mut refs);
+                    }
+                }
+            }
             Step::Rest => return vals,
             Step::Unknown => return Vals::unknown(),
         }
