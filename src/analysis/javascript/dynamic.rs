@@ -150,10 +150,10 @@ impl<'a> Analyzer<'a> {
         if !STRING_TIMERS.contains(&callee) {
             return;
         }
-        let Some(first) = args.and_then(|a| self.argument(a, 0)) else {
-            return;
-        };
-        if self.looks_like_string(first, scope, 0) {
+        // A tagged call (``setTimeout`code` ``) passes the template's strings.
+        let tagged = args.is_some_and(|a| a.kind() == "template_string");
+        let first = args.and_then(|a| self.argument(a, 0));
+        if tagged || first.is_some_and(|f| self.looks_like_string(f, scope, 0)) {
             let detail = format!("`{callee}` given a code string");
             self.push(
                 call,
@@ -180,12 +180,49 @@ impl<'a> Analyzer<'a> {
                         .field(Field::Right)
                         .is_some_and(|r| self.looks_like_string(r, scope, depth + 1))
             }
+            "call_expression" if self.returns_string(node, scope) => true,
             _ => self
                 .eval(node, scope, 0)
                 .items
                 .iter()
                 .any(|v| matches!(v, Val::Str(_))),
         }
+    }
+
+    /// `String(x)`, `x.toString()`, `parts.join('')` and other calls that build strings.
+    fn returns_string(&self, call: Node<'a>, scope: ScopeId) -> bool {
+        let Some(callee) = call.field(Field::Function).map(strip_parens) else {
+            return false;
+        };
+        if callee.kind() == "member_expression" {
+            let method = callee
+                .field(Field::Property)
+                .map(|p| self.identifier(p))
+                .unwrap_or_default();
+            return matches!(
+                method.as_ref(),
+                "toString"
+                    | "join"
+                    | "concat"
+                    | "replace"
+                    | "replaceAll"
+                    | "slice"
+                    | "substring"
+                    | "trim"
+                    | "toUpperCase"
+                    | "toLowerCase"
+                    | "padStart"
+                    | "padEnd"
+                    | "repeat"
+                    | "fromCharCode"
+                    | "fromCodePoint"
+                    | "raw"
+            );
+        }
+        self.eval(callee, scope, 0)
+            .items
+            .iter()
+            .any(|v| matches!(v, Val::Name(n) if n == "String"))
     }
 
     /// `new Worker(src, {eval: true})`: the first argument is code, not a file.
