@@ -12,8 +12,9 @@
 //! binding that surely ran hides it (`eval(…)` followed by `eval = 1` still reports);
 //! loop bodies are pre-bound so a use sees the loop's later bindings too. Functions see
 //! the module's final bindings, and the builtin as well unless the module binds the
-//! name before any statement that could call them. Values are computed to a fixpoint
-//! over a few silent passes, then one last pass emits facts.
+//! name before any statement that could call them. A pass is repeated (its facts
+//! discarded) only when a flow-insensitive set grew after the pass had read it, so
+//! values reach a fixpoint and most code needs one pass.
 
 use super::dynamic::{
     is_attribute_function, is_builtin, is_builtins_namespace, is_dunder, is_import_function,
@@ -27,9 +28,10 @@ use super::MAX_DEPTH;
 use crate::analysis::{dynamic, Fact, FactKind, LineIndex};
 use rustpython_parser::ast::{self, Expr, Operator, Ranged, Stmt};
 use rustpython_parser::text_size::TextRange;
+use std::cell::Cell;
 use std::collections::HashMap;
 
-/// Emitting passes at most; values rarely need more than one after the silent pass.
+/// Passes at most; most code needs one, a binding used before it is made needs two.
 const MAX_PASSES: usize = 6;
 /// Largest value set kept per binding; past it, constants degrade to "unknown".
 const MAX_VALUES: usize = 32;
@@ -50,6 +52,28 @@ pub enum Value {
     /// More meanings than [`MAX_VALUES`]: the code is refused rather than followed
     /// partially (no ordinary program gets here; hostile ones could blow up otherwise).
     Overflow,
+}
+
+/// An entry for every name the scope pass saw bound, per scope (and for the module,
+/// every name some function declares `global`).
+fn initial_entries(tree: &ScopeTree) -> Vec<HashMap<String, Entry>> {
+    let mut tables: Vec<HashMap<String, Entry>> = tree
+        .scopes
+        .iter()
+        .map(|scope| {
+            scope
+                .locals
+                .iter()
+                .map(|name| (name.clone(), Entry::default()))
+                .collect()
+        })
+        .collect();
+    for scope in &tree.scopes {
+        for name in &scope.globals {
+            tables[0].entry(name.clone()).or_default();
+        }
+    }
+    tables
 }
 
 /// Adds a value to a set; true if it was new.
@@ -114,6 +138,21 @@ fn canonical(qualified: String) -> String {
     qualified
 }
 
+/// A flow-insensitive binding: its values, and whether this pass has read them yet
+/// (growing a set that was already read means the pass saw it incomplete).
+#[derive(Debug, Default, Clone)]
+struct Entry {
+    values: Vec<Value>,
+    read: Cell<bool>,
+}
+
+impl Entry {
+    fn read(&self) -> &[Value] {
+        self.read.set(true);
+        &self.values
+    }
+}
+
 #[derive(Debug, Default)]
 struct SoFar {
     values: Vec<Value>,
@@ -143,9 +182,9 @@ pub struct Walker<'a> {
     frames: Vec<Frame>,
     /// Flow-insensitive values per scope (for the module: every module-level binding
     /// plus those made through `global`).
-    values: Vec<HashMap<String, Vec<Value>>>,
+    values: Vec<HashMap<String, Entry>>,
     /// Module names assigned through `global` in functions, with their values.
-    global_values: HashMap<String, Vec<Value>>,
+    global_values: HashMap<String, Entry>,
     changed: bool,
     depth: usize,
     too_deep: Option<usize>,
@@ -163,22 +202,29 @@ pub fn resolve(body: &[Stmt], index: &LineIndex) -> Result<Vec<Fact>, Refusal> {
         tree: &tree,
         index,
         facts: Vec::new(),
-        emit: false,
+        emit: true,
         prebinding: 0,
         frames: Vec::new(),
-        values: vec![HashMap::new(); tree.scopes.len()],
+        values: initial_entries(&tree),
         global_values: HashMap::new(),
         changed: false,
         depth: 0,
         too_deep: None,
         overflow: None,
     };
-    // One silent pass gathers values; emitting passes repeat only while values still
-    // grow (a binding that depends on one made later in the source).
-    walker.pass(body, false);
+    // Passes repeat only while a set that was already read still grows (a binding that
+    // depends on one made later in the source); most code needs a single pass.
     for _ in 0..MAX_PASSES {
         walker.changed = false;
         walker.facts.clear();
+        for entry in walker
+            .values
+            .iter()
+            .flat_map(|scope| scope.values())
+            .chain(walker.global_values.values())
+        {
+            entry.read.set(false);
+        }
         walker.pass(body, true);
         if !walker.changed || walker.too_deep.is_some() {
             break;
@@ -321,7 +367,7 @@ impl<'a> Walker<'a> {
                 if scope.locals.contains(name) && !scope.nonlocals.contains(name) {
                     return self.values[frame.scope]
                         .get(name)
-                        .cloned()
+                        .map(|entry| entry.read().to_vec())
                         .unwrap_or_default();
                 }
                 let deferred = deferred || frame.kind == ScopeKind::Function;
@@ -364,8 +410,8 @@ impl<'a> Walker<'a> {
                     out = so_far.values.clone();
                     definitely = so_far.definitely;
                 }
-                if let Some(values) = self.global_values.get(name) {
-                    for value in values {
+                if let Some(entry) = self.global_values.get(name) {
+                    for value in entry.read() {
                         add(&mut out, value.clone());
                     }
                 }
@@ -392,7 +438,10 @@ impl<'a> Walker<'a> {
 
     /// A module-level name as a function body sees it when it runs.
     fn module_final(&self, name: &str) -> Vec<Value> {
-        let mut out = self.values[0].get(name).cloned().unwrap_or_default();
+        let mut out = self.values[0]
+            .get(name)
+            .map(|entry| entry.read().to_vec())
+            .unwrap_or_default();
         let module = &self.tree.module;
         let may_be_unbound = match module.first_unconditional.get(name) {
             None => true,
@@ -460,19 +509,39 @@ impl<'a> Walker<'a> {
     }
 
     fn bind_global(&mut self, name: &str, values: Vec<Value>) {
-        let entry = self.global_values.entry(name.to_string()).or_default();
+        let (entry, created) = match self.global_values.get_mut(name) {
+            Some(entry) => (entry, false),
+            None => (
+                self.global_values.entry(name.to_string()).or_default(),
+                true,
+            ),
+        };
+        let mut grew = false;
         for value in &values {
-            add(entry, value.clone());
+            grew |= add(&mut entry.values, value.clone());
+        }
+        if grew && (created || entry.read.get()) {
+            self.changed = true;
         }
         self.union(0, name, values);
     }
 
+    /// Adds values to a flow-insensitive binding. Every binding the scope pass found
+    /// has an entry from the start, so a set growing after it was read is noticed.
     fn union(&mut self, scope: ScopeId, name: &str, values: Vec<Value>) {
-        let set = self.values[scope].entry(name.to_string()).or_default();
+        let (entry, created) = match self.values[scope].get_mut(name) {
+            Some(entry) => (entry, false),
+            None => (
+                self.values[scope].entry(name.to_string()).or_default(),
+                true,
+            ),
+        };
+        let mut grew = false;
         for value in values {
-            if add(set, value) {
-                self.changed = true;
-            }
+            grew |= add(&mut entry.values, value);
+        }
+        if grew && (created || entry.read.get()) {
+            self.changed = true;
         }
     }
 

@@ -199,6 +199,14 @@ fn refusals() {
 }
 
 #[test]
+fn values_flow_backwards_through_later_bindings() {
+    let source = "def f():\n    for _ in range(2):\n        run('ls')\n        run = alias\n\nimport os\nalias = os.system\n";
+    assert!(has(source, "3: ref os.system"), "{:?}", facts(source));
+    let globals = "def use():\n    return runner('x')\n\ndef setup():\n    global runner\n    import os\n    runner = os.popen\n";
+    assert!(has(globals, "2: ref os.popen"), "{:?}", facts(globals));
+}
+
+#[test]
 fn too_many_meanings_are_refused() {
     let assignments: String = (0..100).map(|i| format!("a = os.f{i}\n")).collect();
     let source = format!("import os\n{assignments}a()\n");
