@@ -142,7 +142,13 @@ pub fn collect<'a>(cx: &mut Analyzer<'a>, root: Node<'a>) -> Result<(), Fact> {
                 open.push(node.id());
             }
             let parent = parents.last().copied();
-            if super::walk::worth_visiting(kind, parent, cursor.field_name()) {
+            // Only identifiers need their field (declared or read?); it is not free.
+            let field = if kind == "identifier" {
+                cursor.field_name()
+            } else {
+                None
+            };
+            if super::walk::worth_visiting(kind, parent, field) {
                 let scope = collector.top();
                 collector
                     .cx
