@@ -111,6 +111,21 @@ fn qualify(base: &str, attribute: &str) -> String {
     }
 }
 
+/// Modules that other modules commonly hold as attributes because they imported them.
+fn reexported_module(attribute: &str) -> Option<&'static str> {
+    Some(match attribute {
+        "os" | "_os" => "os",
+        "sys" | "_sys" => "sys",
+        "subprocess" | "_subprocess" => "subprocess",
+        "builtins" | "_builtins" => "builtins",
+        "importlib" => "importlib",
+        "ctypes" => "ctypes",
+        "pty" => "pty",
+        "posix" | "nt" => "os",
+        _ => return None,
+    })
+}
+
 /// Names under the public module that re-exports them, so that `posix.system` is
 /// `os.system` and `asyncio.subprocess.create_subprocess_shell` is
 /// `asyncio.create_subprocess_shell`: rules name the public spelling only.
@@ -334,6 +349,18 @@ impl<'a> Walker<'a> {
 
     fn is_module(&self, qualified: &str) -> bool {
         self.tree.module.imported_modules.contains(qualified) || is_known_submodule(qualified)
+    }
+
+    /// The value of `module.attribute`: a module that imported `os` has it as an
+    /// attribute (`os.path.os`, `shutil.os`, `tempfile._os`), and that *is* `os`.
+    fn module_member(&self, module: &str, attribute: &str) -> Value {
+        let last = module.rsplit('.').next().unwrap_or(module);
+        if attribute != last {
+            if let Some(reexported) = reexported_module(attribute) {
+                return Value::Module(reexported.to_string());
+            }
+        }
+        self.member(module, attribute)
     }
 
     /// The value of `base.attribute` when `base` is a module or qualified name.
@@ -872,7 +899,7 @@ impl<'a> Walker<'a> {
                 }
                 continue;
             }
-            let value = self.member(&module, &normalize(&alias.name));
+            let value = self.module_member(&module, &normalize(&alias.name));
             if let Value::Name(name) | Value::Module(name) = &value {
                 let name = name.clone();
                 self.reference(alias.range, &name, false);
@@ -1241,7 +1268,7 @@ impl<'a> Walker<'a> {
                 for value in base {
                     match value {
                         Value::Module(module) => {
-                            let member = self.member(&module, &attribute);
+                            let member = self.module_member(&module, &attribute);
                             add(&mut out, member);
                         }
                         Value::Name(name) => {
@@ -1276,7 +1303,8 @@ impl<'a> Walker<'a> {
                 self.quiet(&a.value, depth + 1)
                     .into_iter()
                     .map(|value| match value {
-                        Value::Module(base) | Value::Name(base) => self.member(&base, &attribute),
+                        Value::Module(base) => self.module_member(&base, &attribute),
+                        Value::Name(base) => self.member(&base, &attribute),
                         _ => Value::Unknown,
                     })
                     .collect()
@@ -1504,7 +1532,11 @@ impl<'a> Walker<'a> {
                     if !module && is_dunder(&attribute) && !is_builtins_namespace(&base) {
                         continue;
                     }
-                    let member = self.member(&base, &attribute);
+                    let member = if module {
+                        self.module_member(&base, &attribute)
+                    } else {
+                        self.member(&base, &attribute)
+                    };
                     if let Value::Name(name) | Value::Module(name) = &member {
                         let name = name.clone();
                         self.reference(call.range, &name, false);
