@@ -1425,6 +1425,7 @@ impl<'a> Walker<'a> {
         for keyword in &call.keywords {
             self.expr(&keyword.value, !keeps);
         }
+        self.attribute_walks_in_strings(call, &names);
         let mut out = Vec::new();
         for name in &names {
             if is_import_function(name) {
@@ -1446,6 +1447,38 @@ impl<'a> Walker<'a> {
         }
         self.emit_escaping_modules(call.range, &out, escapes);
         out
+    }
+
+    /// Attribute walks spelled inside strings: `'{0.__globals__}'.format(f)` and
+    /// `operator.attrgetter('__globals__')` reach the same internals as `f.__globals__`.
+    fn attribute_walks_in_strings(&mut self, call: &ast::ExprCall, names: &[String]) {
+        let mut templates = Vec::new();
+        if let Expr::Attribute(a) = call.func.as_ref() {
+            if matches!(a.attr.as_str(), "format" | "format_map") {
+                templates.extend(fold_str(&*self, &a.value));
+            }
+        }
+        if names
+            .iter()
+            .any(|n| matches!(n.as_str(), "operator.attrgetter" | "operator.methodcaller"))
+        {
+            for arg in call.args.iter().take(1) {
+                if let Some(path) = fold_str(&*self, arg) {
+                    templates.push(format!(".{path}"));
+                }
+            }
+        }
+        for template in templates {
+            let walked = template
+                .split(['.', '[', ']', '{', '}', '!', ':'])
+                .skip(1)
+                .find(|part| is_introspection(part));
+            if let Some(attribute) = walked {
+                let detail =
+                    format!("`{attribute}` named in a string reaches the interpreter's internals");
+                self.dynamic(call.range, dynamic::INTROSPECTION, detail);
+            }
+        }
     }
 
     /// `__import__('o' + 's')` is an import of `os`; with a name that cannot be folded it
