@@ -900,10 +900,10 @@ impl<'a> Walker<'a> {
                 continue;
             }
             let value = self.module_member(&module, &normalize(&alias.name));
-            if let Value::Name(name) | Value::Module(name) = &value {
-                let name = name.clone();
-                self.reference(alias.range, &name, false);
-            }
+            // In a class body the name is also a class attribute (`A.import_module`),
+            // which is not followed: the value escapes there.
+            let in_class = self.frames[self.current()].kind == ScopeKind::Class;
+            self.emit_values(alias.range, std::slice::from_ref(&value), in_class);
             let bound = alias.asname.as_ref().unwrap_or(&alias.name);
             self.bind(&normalize(bound), vec![value]);
         }
