@@ -17,6 +17,8 @@ pub const INTROSPECTION_ATTRIBUTES: &[&str] = &[
     "__globals__",
     "__code__",
     "__closure__",
+    "__defaults__",
+    "__kwdefaults__",
     "__dict__",
     "__getattribute__",
     "__builtins__",
