@@ -121,9 +121,15 @@ fn bench(c: &mut Criterion) {
         (Language::JavaScript, thousand_lines(javascript_block)),
     ] {
         let report = engine.check(language, &source).expect("within limits");
-        assert!(!report.denied(), "the bench input is ordinary code: {:?}", report.findings);
+        assert!(
+            !report.denied(),
+            "the bench input is ordinary code: {:?}",
+            report.findings
+        );
         group.throughput(Throughput::Bytes(source.len() as u64));
-        group.bench_function(language.name(), |b| b.iter(|| engine.check(language, black_box(&source))));
+        group.bench_function(language.name(), |b| {
+            b.iter(|| engine.check(language, black_box(&source)))
+        });
     }
     group.finish();
 }

@@ -12,14 +12,20 @@ fn bin() -> Command {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("check-cli").join(name);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("check-cli")
+        .join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
 fn run_in(dir: &Path, args: &[&str]) -> Output {
-    bin().current_dir(dir).args(args).output().expect("binary runs")
+    bin()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("binary runs")
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -44,13 +50,20 @@ fn text_output_and_exit_codes() {
     let out = run_in(&dir, &["check", "evil.py"]);
     assert_eq!(out.status.code(), Some(1));
     let stdout = text(&out.stdout);
-    assert!(stdout.starts_with("evil.py:2:1: process-exec [deny] "), "{stdout}");
+    assert!(
+        stdout.starts_with("evil.py:2:1: process-exec [deny] "),
+        "{stdout}"
+    );
     assert!(stdout.contains("`os.system`"), "{stdout}");
 
     // A warning alone does not fail the check.
     let out = run_in(&dir, &["check", "net.js"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).starts_with("net.js:1:1: network [warn] "), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).starts_with("net.js:1:1: network [warn] "),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]
@@ -59,18 +72,41 @@ fn directories_are_walked_for_sources_only() {
     std::fs::create_dir_all(dir.join("src/node_modules/x")).unwrap();
     std::fs::create_dir_all(dir.join(".hidden")).unwrap();
     std::fs::write(dir.join("src/a.py"), EVIL_PY).unwrap();
-    std::fs::write(dir.join("src/b.mjs"), "import { exec } from 'node:child_process';\nexec('id');\n").unwrap();
+    std::fs::write(
+        dir.join("src/b.mjs"),
+        "import { exec } from 'node:child_process';\nexec('id');\n",
+    )
+    .unwrap();
     std::fs::write(dir.join("src/notes.txt"), "os.system('id')").unwrap();
-    std::fs::write(dir.join("src/node_modules/x/evil.js"), "require('child_process')").unwrap();
+    std::fs::write(
+        dir.join("src/node_modules/x/evil.js"),
+        "require('child_process')",
+    )
+    .unwrap();
     std::fs::write(dir.join(".hidden/evil.py"), EVIL_PY).unwrap();
 
     let out = run_in(&dir, &["check", "src"]);
     assert_eq!(out.status.code(), Some(1));
     let stdout = text(&out.stdout);
-    let files: Vec<&str> = stdout.lines().map(|l| l.split(':').next().unwrap()).collect();
-    assert!(files.contains(&"src/a.py") && files.contains(&"src/b.mjs"), "{stdout}");
-    assert!(!stdout.contains("node_modules") && !stdout.contains(".hidden") && !stdout.contains("notes"), "{stdout}");
-    assert!(text(&out.stderr).contains("2 files checked"), "{}", text(&out.stderr));
+    let files: Vec<&str> = stdout
+        .lines()
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    assert!(
+        files.contains(&"src/a.py") && files.contains(&"src/b.mjs"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("node_modules")
+            && !stdout.contains(".hidden")
+            && !stdout.contains("notes"),
+        "{stdout}"
+    );
+    assert!(
+        text(&out.stderr).contains("2 files checked"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -84,14 +120,32 @@ fn stdin_needs_a_language() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(EVIL_PY.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(EVIL_PY.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stdout).starts_with("-:2:1: process-exec [deny]"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).starts_with("-:2:1: process-exec [deny]"),
+        "{}",
+        text(&out.stdout)
+    );
 
-    let out = bin().current_dir(&dir).args(["check", "-"]).stdin(Stdio::null()).output().unwrap();
+    let out = bin()
+        .current_dir(&dir)
+        .args(["check", "-"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("needs --language"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("needs --language"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -102,7 +156,17 @@ fn json_output_is_documented_shape() {
     assert_eq!(out.status.code(), Some(1));
     let findings: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let first = &findings.as_array().expect("array")[0];
-    for key in ["file", "line", "column", "end_line", "end_column", "rule", "category", "action", "message"] {
+    for key in [
+        "file",
+        "line",
+        "column",
+        "end_line",
+        "end_column",
+        "rule",
+        "category",
+        "action",
+        "message",
+    ] {
         assert!(first.get(key).is_some(), "missing {key} in {first}");
     }
     assert_eq!(first["file"], "evil.py");
@@ -113,7 +177,10 @@ fn json_output_is_documented_shape() {
     // No findings: an empty array, still valid JSON.
     std::fs::write(dir.join("clean.py"), CLEAN_PY).unwrap();
     let out = run_in(&dir, &["check", "--format", "json", "clean.py"]);
-    assert_eq!(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(), serde_json::json!([]));
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
+        serde_json::json!([])
+    );
 }
 
 #[test]
@@ -127,16 +194,33 @@ fn sarif_output_has_what_code_scanning_needs() {
     assert_eq!(sarif["version"], "2.1.0");
     let run = &sarif["runs"][0];
     assert_eq!(run["tool"]["driver"]["name"], "code-sandbox-mcp");
-    let rules: Vec<&str> = run["tool"]["driver"]["rules"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let rules: Vec<&str> = run["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
     for result in run["results"].as_array().unwrap() {
         let index = result["ruleIndex"].as_u64().unwrap() as usize;
-        assert_eq!(rules[index], result["ruleId"].as_str().unwrap(), "ruleIndex points at its rule");
+        assert_eq!(
+            rules[index],
+            result["ruleId"].as_str().unwrap(),
+            "ruleIndex points at its rule"
+        );
         let region = &result["locations"][0]["physicalLocation"]["region"];
         assert!(region["startLine"].as_u64().unwrap() >= 1);
         assert!(["error", "warning"].contains(&result["level"].as_str().unwrap()));
     }
-    let levels: Vec<&str> = run["results"].as_array().unwrap().iter().map(|r| r["level"].as_str().unwrap()).collect();
-    assert!(levels.contains(&"error") && levels.contains(&"warning"), "{levels:?}");
+    let levels: Vec<&str> = run["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["level"].as_str().unwrap())
+        .collect();
+    assert!(
+        levels.contains(&"error") && levels.contains(&"warning"),
+        "{levels:?}"
+    );
 }
 
 #[test]
@@ -145,8 +229,14 @@ fn github_annotations() {
     std::fs::write(dir.join("evil.py"), EVIL_PY).unwrap();
     let out = run_in(&dir, &["check", "--format", "github", "evil.py"]);
     let stdout = text(&out.stdout);
-    assert!(stdout.starts_with("::error file=evil.py,line=2,col=1,"), "{stdout}");
-    assert!(stdout.contains("title=code-sandbox-mcp process-exec::"), "{stdout}");
+    assert!(
+        stdout.starts_with("::error file=evil.py,line=2,col=1,"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("title=code-sandbox-mcp process-exec::"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -157,41 +247,92 @@ fn unreadable_oversize_and_non_utf8_inputs_are_refused_with_a_reason() {
     std::fs::write(dir.join("notes.txt"), "hello").unwrap();
     std::fs::write(dir.join("evil.py"), EVIL_PY).unwrap();
 
-    let out = run_in(&dir, &["check", "latin1.py", "big.py", "missing.py", "notes.txt", "evil.py"]);
-    assert_eq!(out.status.code(), Some(2), "unreadable inputs outrank denials");
+    let out = run_in(
+        &dir,
+        &[
+            "check",
+            "latin1.py",
+            "big.py",
+            "missing.py",
+            "notes.txt",
+            "evil.py",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "unreadable inputs outrank denials"
+    );
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("latin1.py: code is not valid UTF-8 (invalid byte at offset 10)"), "{stderr}");
-    assert!(stderr.contains("big.py: 300000 bytes, over the policy's limit of 262144 bytes"), "{stderr}");
+    assert!(
+        stderr.contains("latin1.py: code is not valid UTF-8 (invalid byte at offset 10)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("big.py: 300000 bytes, over the policy's limit of 262144 bytes"),
+        "{stderr}"
+    );
     assert!(stderr.contains("missing.py: cannot read"), "{stderr}");
     assert!(stderr.contains("notes.txt: unknown language"), "{stderr}");
     // The good file is still checked and reported.
-    assert!(text(&out.stdout).contains("evil.py:2:1: process-exec"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("evil.py:2:1: process-exec"),
+        "{}",
+        text(&out.stdout)
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 #[test]
 fn bad_policy_is_exit_2_with_location() {
     let dir = scratch("bad-policy");
-    std::fs::write(dir.join(".code-sandbox.yaml"), "version: 1\nlimits:\n  memory: 512MB\n").unwrap();
+    std::fs::write(
+        dir.join(".code-sandbox.yaml"),
+        "version: 1\nlimits:\n  memory: 512MB\n",
+    )
+    .unwrap();
     std::fs::write(dir.join("clean.py"), CLEAN_PY).unwrap();
     let out = run_in(&dir, &["check", "clean.py"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
-    assert!(stderr.contains(".code-sandbox.yaml:3:11: limits.memory: invalid size `512MB`"), "{stderr}");
+    assert!(
+        stderr.contains(".code-sandbox.yaml:3:11: limits.memory: invalid size `512MB`"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn project_policy_is_found_from_a_subdirectory_and_flag_overrides_it() {
     let dir = scratch("project");
     std::fs::create_dir_all(dir.join("sub")).unwrap();
-    std::fs::write(dir.join(".code-sandbox.yaml"), "rules:\n  - id: network\n    action: deny\n").unwrap();
+    std::fs::write(
+        dir.join(".code-sandbox.yaml"),
+        "rules:\n  - id: network\n    action: deny\n",
+    )
+    .unwrap();
     std::fs::write(dir.join("sub/net.js"), NET_JS).unwrap();
     let out = run_in(&dir.join("sub"), &["check", "net.js"]);
-    assert_eq!(out.status.code(), Some(1), "the project file makes network deny");
-    let out = run_in(&dir.join("sub"), &["check", "--policy", "permissive", "net.js"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the project file makes network deny"
+    );
+    let out = run_in(
+        &dir.join("sub"),
+        &["check", "--policy", "permissive", "net.js"],
+    );
     assert_eq!(out.status.code(), Some(0), "the flag wins");
-    let out = bin().current_dir(dir.join("sub")).env("CODE_SANDBOX_POLICY", "permissive").args(["check", "net.js"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "the environment variable wins over the project file");
+    let out = bin()
+        .current_dir(dir.join("sub"))
+        .env("CODE_SANDBOX_POLICY", "permissive")
+        .args(["check", "net.js"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the environment variable wins over the project file"
+    );
 }
 
 #[test]
@@ -205,7 +346,12 @@ fn policy_commands() {
     assert_eq!(out.status.code(), Some(2), "no silent overwrite");
 
     let out = run_in(&dir, &["policy", "validate", ".code-sandbox.yaml"]);
-    assert_eq!(out.status.code(), Some(0), "the starter file is valid: {}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the starter file is valid: {}",
+        text(&out.stderr)
+    );
 
     let out = run_in(&dir, &["policy", "show", "--policy", "strict"]);
     assert_eq!(out.status.code(), Some(0));

@@ -7,19 +7,84 @@ use proptest::prelude::*;
 
 /// Fragments that steer random input towards the frontends' trickier paths.
 const PYTHON_PIECES: &[&str] = &[
-    "import os", "from os import *", "__import__(", "getattr(", "'sys'+'tem'", "lambda x:", "def f(", "class A:",
-    "\n    ", ":=", "[", "]", "(", ")", "{", "}", "'", "\"\"\"", "#", "\\", "ｅｖａｌ", "# -*- coding: utf-7 -*-\n",
-    "os.system", ".__class__", ".__subclasses__()", "global x", "nonlocal y", "*", ",", "=", "\n", "f'{x}'", "async ",
+    "import os",
+    "from os import *",
+    "__import__(",
+    "getattr(",
+    "'sys'+'tem'",
+    "lambda x:",
+    "def f(",
+    "class A:",
+    "\n    ",
+    ":=",
+    "[",
+    "]",
+    "(",
+    ")",
+    "{",
+    "}",
+    "'",
+    "\"\"\"",
+    "#",
+    "\\",
+    "ｅｖａｌ",
+    "# -*- coding: utf-7 -*-\n",
+    "os.system",
+    ".__class__",
+    ".__subclasses__()",
+    "global x",
+    "nonlocal y",
+    "*",
+    ",",
+    "=",
+    "\n",
+    "f'{x}'",
+    "async ",
 ];
 const JS_PIECES: &[&str] = &[
-    "require(", "'child_'+'process'", "import(", "import x from 'fs'", "export * from 'x'", "`", "${", "}", "=>",
-    "function", "(0, eval)", "new Function(", ".constructor", "[", "]", "(", ")", "{", "/re/", "\\u0065val", "//",
-    "/*", "*/", "const {a: b} = ", "class A {", "\n", ";", "'", "\"", "async", "await", "globalThis[",
+    "require(",
+    "'child_'+'process'",
+    "import(",
+    "import x from 'fs'",
+    "export * from 'x'",
+    "`",
+    "${",
+    "}",
+    "=>",
+    "function",
+    "(0, eval)",
+    "new Function(",
+    ".constructor",
+    "[",
+    "]",
+    "(",
+    ")",
+    "{",
+    "/re/",
+    "\\u0065val",
+    "//",
+    "/*",
+    "*/",
+    "const {a: b} = ",
+    "class A {",
+    "\n",
+    ";",
+    "'",
+    "\"",
+    "async",
+    "await",
+    "globalThis[",
 ];
 
 fn soup(pieces: &'static [&'static str]) -> impl Strategy<Value = String> {
-    prop::collection::vec(prop_oneof![prop::sample::select(pieces).prop_map(str::to_string), any::<String>()], 0..60)
-        .prop_map(|parts| parts.concat())
+    prop::collection::vec(
+        prop_oneof![
+            prop::sample::select(pieces).prop_map(str::to_string),
+            any::<String>()
+        ],
+        0..60,
+    )
+    .prop_map(|parts| parts.concat())
 }
 
 proptest! {
