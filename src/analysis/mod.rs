@@ -148,7 +148,7 @@ pub fn analyze(language: Language, source: &str) -> Vec<Fact> {
         Language::Python => python::analyze(source),
         Language::JavaScript => javascript::analyze(source),
     };
-    facts.sort_by(|a, b| a.span.cmp(&b.span));
+    facts.sort_by_key(|fact| fact.span);
     facts.dedup();
     facts
 }

@@ -52,7 +52,7 @@ impl ByteSize {
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for &(name, factor) in BYTE_UNITS.iter().rev() {
-            if self.0 >= factor && self.0 % factor == 0 {
+            if self.0 >= factor && self.0.is_multiple_of(factor) {
                 return write!(f, "{}{}", self.0 / factor, name);
             }
         }
@@ -90,11 +90,11 @@ impl HumanDuration {
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0.as_millis();
-        if ms % 1000 != 0 {
+        if !ms.is_multiple_of(1000) {
             write!(f, "{ms}ms")
-        } else if ms % 3_600_000 == 0 && ms > 0 {
+        } else if ms.is_multiple_of(3_600_000) && ms > 0 {
             write!(f, "{}h", ms / 3_600_000)
-        } else if ms % 60_000 == 0 && ms > 0 {
+        } else if ms.is_multiple_of(60_000) && ms > 0 {
             write!(f, "{}m", ms / 60_000)
         } else {
             write!(f, "{}s", ms / 1000)
