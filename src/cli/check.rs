@@ -5,7 +5,7 @@
 //! it is too large or not UTF-8, and checked against the same policy the server uses.
 
 use super::format::{self, Format, Located};
-use super::{PolicyArg, EXIT_USAGE};
+use super::{display_path, PolicyArg, EXIT_USAGE};
 use crate::analysis::Language;
 use crate::policy::{Action, PolicyEngine};
 use std::io::Read;
@@ -206,10 +206,4 @@ fn collect_sources(dir: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<(Strin
             files.push(path);
         }
     }
-}
-
-/// Paths as the user would type them: no leading `./`, forward slashes.
-fn display_path(path: &Path) -> String {
-    let text = path.to_string_lossy().replace('\\', "/");
-    text.strip_prefix("./").map(str::to_string).unwrap_or(text)
 }

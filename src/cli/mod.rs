@@ -61,6 +61,57 @@ enum Command {
     Policy(policy_cmd::PolicyCommand),
 }
 
+/// Logs to stderr only (stdout is JSON-RPC in `serve` and the snippet's in `run`),
+/// filtered by `RUST_LOG` (default: info for this crate, warnings for the rest), without
+/// colours: clients show the stream in their own log views. `run` leaves out the time,
+/// so the few lines a user sees read like the snippet's own stderr.
+fn init_logging(with_time: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,code_sandbox_mcp=info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    let _ = if with_time {
+        builder.try_init()
+    } else {
+        builder.without_time().try_init()
+    };
+}
+
+/// Waits for the first SIGINT or SIGTERM (Ctrl-C elsewhere) and returns its number;
+/// never returns when signals cannot be listened for.
+async fn termination_signal() -> u8 {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut interrupt), Ok(mut terminate)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            tracing::warn!("cannot listen for signals");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = interrupt.recv() => 2,
+            _ = terminate.recv() => 15,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return std::future::pending().await;
+        }
+        2
+    }
+}
+
+/// A path as the user would type it: no leading `./`, forward slashes.
+pub fn display_path(path: &std::path::Path) -> String {
+    let text = path.to_string_lossy().replace('\\', "/");
+    text.strip_prefix("./").map(str::to_string).unwrap_or(text)
+}
+
 /// Parses the process arguments and runs the chosen subcommand.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();

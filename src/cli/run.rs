@@ -11,10 +11,10 @@
 //! not UTF-8, unknown language, bad policy), 125 the container engine could not run it
 //! (the code `docker run` uses for the same), 130/143 interrupted by SIGINT/SIGTERM.
 
-use super::{PolicyArg, EXIT_USAGE};
+use super::{display_path, PolicyArg, EXIT_USAGE};
 use crate::analysis::Language;
 use crate::policy::{EngineKind, Finding, PolicyEngine, Report};
-use crate::sandbox::{RunOutcome, RunRequest, Sandbox, SandboxError};
+use crate::sandbox::{pass_through, run_timeout, RunOutcome, RunRequest, Sandbox, SandboxError};
 use serde::Serialize;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -86,18 +86,15 @@ pub fn main(args: RunArgs) -> ExitCode {
         Ok(policy) => policy,
         Err(code) => return code,
     };
-    let name = display_name(&args.file);
+    let name = display_path(&args.file);
     let Some(language) = args.language.or_else(|| Language::from_path(&args.file)) else {
         eprintln!("error: {name}: unknown language: use a .py/.js/.mjs/.cjs file or --language");
         return ExitCode::from(EXIT_USAGE);
     };
-    let timeout = match args.timeout {
-        None => None,
-        Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
-            std::time::Duration::try_from_secs_f64(seconds).ok()
-        }
-        Some(seconds) => {
-            eprintln!("error: --timeout must be a positive number of seconds, not {seconds}");
+    let timeout = match run_timeout(args.timeout, policy.limits.timeout()) {
+        Ok(timeout) => timeout,
+        Err(message) => {
+            eprintln!("error: --{message}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -137,14 +134,11 @@ pub fn main(args: RunArgs) -> ExitCode {
     // check_bytes succeeded, so the bytes are UTF-8.
     let code = String::from_utf8(bytes).unwrap_or_default();
 
-    let names =
-        crate::mcp::pass_through_names(&engine.policy().env.pass_through, &args.pass_through_env);
-    let env = crate::mcp::resolve_env(&names, |name| std::env::var(name).ok());
     let request = RunRequest {
         language,
         code,
-        timeout,
-        env,
+        timeout: Some(timeout),
+        env: pass_through(&engine.policy().env.pass_through, &args.pass_through_env),
     };
     let mut policy = engine.policy().clone();
     // One run, then exit: a warm pool would only start containers to throw away.
@@ -177,7 +171,7 @@ enum Ended {
 /// Runs the request on a runtime of its own; SIGINT and SIGTERM kill the run, and the
 /// container is removed on every path before returning.
 fn execute(policy: Arc<crate::policy::Policy>, request: RunRequest) -> Ended {
-    init_logging();
+    super::init_logging(false);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -193,46 +187,30 @@ fn execute(policy: Arc<crate::policy::Policy>, request: RunRequest) -> Ended {
     runtime.block_on(async {
         let sandbox = Sandbox::new(policy);
         let cancel = CancellationToken::new();
-        let signal = Arc::new(std::sync::atomic::AtomicU8::new(0));
-        let watcher = tokio::spawn(cancel_on_signal(cancel.clone(), signal.clone()));
+        // A signal cancels the run, which then kills it and removes its container
+        // before `run` returns; the number becomes the exit status (128 + n).
+        let watcher = {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                let signal = super::termination_signal().await;
+                cancel.cancel();
+                signal
+            })
+        };
         let result = sandbox.run(request, cancel).await;
-        watcher.abort();
+        let signal = if watcher.is_finished() {
+            watcher.await.unwrap_or(2)
+        } else {
+            watcher.abort();
+            2
+        };
         sandbox.shutdown().await;
         match result {
             Ok(outcome) => Ended::Ran(outcome),
-            Err(SandboxError::Cancelled) => {
-                Ended::Interrupted(signal.load(std::sync::atomic::Ordering::SeqCst).max(2))
-            }
+            Err(SandboxError::Cancelled) => Ended::Interrupted(signal),
             Err(error) => Ended::Failed(error),
         }
     })
-}
-
-/// Cancels `cancel` on the first SIGINT or SIGTERM, recording which.
-async fn cancel_on_signal(cancel: CancellationToken, signal: Arc<std::sync::atomic::AtomicU8>) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal as listen, SignalKind};
-        let (Ok(mut interrupt), Ok(mut terminate)) = (
-            listen(SignalKind::interrupt()),
-            listen(SignalKind::terminate()),
-        ) else {
-            return;
-        };
-        let number = tokio::select! {
-            _ = interrupt.recv() => 2,
-            _ = terminate.recv() => 15,
-        };
-        signal.store(number, std::sync::atomic::Ordering::SeqCst);
-    }
-    #[cfg(not(unix))]
-    {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
-        }
-        signal.store(2, std::sync::atomic::Ordering::SeqCst);
-    }
-    cancel.cancel();
 }
 
 fn report_outcome(
@@ -308,24 +286,6 @@ fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
         ));
     }
     std::fs::read(path).map_err(|e| format!("cannot read: {e}"))
-}
-
-fn display_name(path: &Path) -> String {
-    let text = path.to_string_lossy().replace('\\', "/");
-    text.strip_prefix("./").map(str::to_string).unwrap_or(text)
-}
-
-/// Logs to stderr, `RUST_LOG` to override; by default only what a user should see
-/// (image pulls, warnings), so the snippet's own stderr stays readable.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,code_sandbox_mcp=info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .without_time()
-        .try_init();
 }
 
 #[cfg(test)]

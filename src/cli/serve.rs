@@ -6,6 +6,7 @@
 //! created has been removed.
 
 use crate::mcp::{self, CodeSandboxServer};
+use crate::sandbox::pass_through;
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -26,7 +27,7 @@ pub struct ServeArgs {
 const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(2);
 
 pub fn main(args: ServeArgs) -> ExitCode {
-    init_logging();
+    super::init_logging(true);
     let policy = match args.policy.load() {
         Ok(policy) => policy,
         Err(code) => return code,
@@ -42,12 +43,16 @@ pub fn main(args: ServeArgs) -> ExitCode {
         }
     };
     let end = runtime.block_on(async {
-        let names = mcp::pass_through_names(&policy.env.pass_through, &args.pass_through_env);
-        let env = mcp::resolve_env(&names, |name| std::env::var(name).ok());
+        let env = pass_through(&policy.env.pass_through, &args.pass_through_env);
         tracing::info!(policy = %policy.name, network = policy.network.as_str(), "serving MCP on stdio");
         let server = CodeSandboxServer::new(policy, env);
         let stop = CancellationToken::new();
-        tokio::spawn(stop_on_signal(stop.clone()));
+        let on_signal = stop.clone();
+        tokio::spawn(async move {
+            let signal = super::termination_signal().await;
+            tracing::info!(signal, "signal received: shutting down");
+            on_signal.cancel();
+        });
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
         mcp::serve(server, stdin, stdout, stop).await
     });
@@ -56,42 +61,4 @@ pub fn main(args: ServeArgs) -> ExitCode {
         mcp::ServeEnd::InputClosed | mcp::ServeEnd::Stopped => ExitCode::SUCCESS,
         mcp::ServeEnd::Failed => ExitCode::FAILURE,
     }
-}
-
-/// Logs to stderr only, filtered by `RUST_LOG` (default: info for this crate, warnings
-/// for the rest), without colours: clients show the stream in their own log views.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,code_sandbox_mcp=info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
-}
-
-/// Cancels `stop` on the first SIGINT or SIGTERM.
-async fn stop_on_signal(stop: CancellationToken) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut interrupt), Ok(mut terminate)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            tracing::warn!("cannot listen for signals; stop the server by closing its stdin");
-            return;
-        };
-        tokio::select! {
-            _ = interrupt.recv() => tracing::info!("SIGINT: shutting down"),
-            _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            tracing::info!("Ctrl-C: shutting down");
-        }
-    }
-    stop.cancel();
 }

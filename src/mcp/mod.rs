@@ -7,14 +7,12 @@
 //! stream pair and removes every container when the stream ends or `stop` fires.
 
 mod describe;
-mod env;
 mod progress;
 mod render;
 mod sanitize;
 mod tools;
 mod types;
 
-pub use env::{pass_through_names, resolve as resolve_env};
 pub use sanitize::sanitized;
 pub use types::{CheckCodeArgs, CheckResult, RunCodeArgs, RunResult, RunStatus};
 

@@ -11,14 +11,13 @@ use super::types::{CheckCodeArgs, CheckResult, RunCodeArgs, RunResult, RunStatus
 use super::CodeSandboxServer;
 use crate::analysis::Language;
 use crate::policy::{InputError, PolicyEngine, Report};
-use crate::sandbox::{RunRequest, SandboxError};
+use crate::sandbox::{run_timeout, RunRequest, SandboxError};
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 use serde::Serialize;
-use std::time::Duration;
 
 // The descriptions and annotations written here are placeholders: `CodeSandboxServer::new`
 // replaces them with ones built from the policy in force (see `describe`).
@@ -85,7 +84,7 @@ impl CodeSandboxServer {
             return not_run(RunStatus::InvalidInput, reason);
         }
         let limit = policy.limits.timeout();
-        let timeout = match effective_timeout(args.timeout, limit) {
+        let timeout = match run_timeout(args.timeout, limit) {
             Ok(timeout) => timeout,
             Err(message) => return not_run(RunStatus::InvalidInput, message),
         };
@@ -148,23 +147,6 @@ async fn check(
     }
 }
 
-/// The wanted timeout, capped by the policy's; an unusable value is refused rather than
-/// silently replaced, so the model learns the argument's meaning.
-fn effective_timeout(wanted: Option<f64>, limit: Duration) -> Result<Duration, String> {
-    match wanted {
-        None => Ok(limit),
-        Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
-            Ok(Duration::try_from_secs_f64(seconds)
-                .unwrap_or(limit)
-                .min(limit))
-        }
-        Some(seconds) => Err(format!(
-            "timeout must be a positive number of seconds (at most {}), not {seconds}",
-            limit.as_secs_f64()
-        )),
-    }
-}
-
 /// An engine failure in words a user can act on; the server stays up either way.
 fn engine_error_message(error: &SandboxError) -> String {
     let hint = match error {
@@ -212,24 +194,5 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_policy_caps_the_timeout() {
-        let limit = Duration::from_secs(30);
-        assert_eq!(effective_timeout(None, limit), Ok(limit));
-        assert_eq!(
-            effective_timeout(Some(2.5), limit),
-            Ok(Duration::from_millis(2500))
-        );
-        assert_eq!(effective_timeout(Some(999.0), limit), Ok(limit));
-        assert!(effective_timeout(Some(0.0), limit).is_err());
-        assert!(effective_timeout(Some(-1.0), limit).is_err());
-        assert!(effective_timeout(Some(f64::NAN), limit).is_err());
     }
 }

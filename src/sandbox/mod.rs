@@ -18,6 +18,7 @@
 
 mod container;
 mod engine;
+mod env;
 mod exec;
 mod instance;
 pub mod js_module;
@@ -26,6 +27,7 @@ mod pool;
 mod runtime;
 
 pub use container::LABEL;
+pub use env::pass_through;
 
 use crate::analysis::Language;
 use crate::policy::Policy;
@@ -39,10 +41,29 @@ use tokio_util::sync::CancellationToken;
 pub struct RunRequest {
     pub language: Language,
     pub code: String,
-    /// Wanted wall-clock limit; the policy's `limits.timeout` caps it.
+    /// Wall-clock limit from [`run_timeout`]; `None` is the policy's `limits.timeout`,
+    /// which also caps any value given here.
     pub timeout: Option<Duration>,
     /// Variables set in the sandbox (already filtered by the caller).
     pub env: Vec<(String, String)>,
+}
+
+/// The wall-clock limit of one run: the caller's wish in seconds, capped by the
+/// policy's `limit`. An unusable wish is refused rather than silently replaced, so the
+/// caller (a model, or a person at the command line) learns what the argument means.
+pub fn run_timeout(wanted_seconds: Option<f64>, limit: Duration) -> Result<Duration, String> {
+    match wanted_seconds {
+        None => Ok(limit),
+        Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
+            Ok(Duration::try_from_secs_f64(seconds)
+                .unwrap_or(limit)
+                .min(limit))
+        }
+        Some(seconds) => Err(format!(
+            "timeout must be a positive number of seconds (at most {}), not {seconds}",
+            limit.as_secs_f64()
+        )),
+    }
 }
 
 /// What happened when the snippet ran. Never lossy: both streams, always.
@@ -126,5 +147,24 @@ impl Sandbox {
     /// and refuses further runs. Safe to call more than once.
     pub async fn shutdown(&self) {
         self.runtime.shutdown().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_caps_the_timeout() {
+        let limit = Duration::from_secs(30);
+        assert_eq!(run_timeout(None, limit), Ok(limit));
+        assert_eq!(
+            run_timeout(Some(2.5), limit),
+            Ok(Duration::from_millis(2500))
+        );
+        assert_eq!(run_timeout(Some(999.0), limit), Ok(limit));
+        assert!(run_timeout(Some(0.0), limit).is_err());
+        assert!(run_timeout(Some(-1.0), limit).is_err());
+        assert!(run_timeout(Some(f64::NAN), limit).is_err());
     }
 }

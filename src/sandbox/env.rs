@@ -1,9 +1,17 @@
 //! Host environment variables handed to the sandbox: only those named, by the policy's
 //! `env.pass_through` or by `--pass-through-env`, and only those the host has.
 
+/// The variables to hand to every run: those named by the policy's `env.pass_through`
+/// and by `--pass-through-env`, read from this process's environment.
+pub fn pass_through(policy_names: &[String], cli_names: &[String]) -> Vec<(String, String)> {
+    resolve(&names(policy_names, cli_names), |name| {
+        std::env::var(name).ok()
+    })
+}
+
 /// The names to pass: the policy's list, then the command line's, without duplicates
 /// or empty entries, in that order.
-pub fn pass_through_names(policy_names: &[String], cli_names: &[String]) -> Vec<String> {
+fn names(policy_names: &[String], cli_names: &[String]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for name in policy_names.iter().chain(cli_names) {
         let name = name.trim();
@@ -17,7 +25,7 @@ pub fn pass_through_names(policy_names: &[String], cli_names: &[String]) -> Vec<
 /// Reads each named variable with `lookup` (the host environment, in production). A
 /// variable the host does not have is skipped with a warning, so a missing API key shows
 /// up in the server log rather than as a confusing failure inside the snippet.
-pub fn resolve(names: &[String], lookup: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+fn resolve(names: &[String], lookup: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
     let mut resolved = Vec::new();
     for name in names {
         match lookup(name) {
@@ -38,7 +46,7 @@ mod tests {
     fn names_are_a_union_in_order() {
         let policy = vec!["A".to_string(), "B".to_string()];
         let cli = vec!["B".to_string(), " C ".to_string(), String::new()];
-        assert_eq!(pass_through_names(&policy, &cli), vec!["A", "B", "C"]);
+        assert_eq!(names(&policy, &cli), vec!["A", "B", "C"]);
     }
 
     #[test]
