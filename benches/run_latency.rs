@@ -7,7 +7,7 @@
 //! The image is the one `tests/policies/local-image.yaml` names, so all paths run the
 //! same interpreter.
 
-use code_sandbox_mcp::analysis::Language;
+use code_sandbox_mcp::analysis::{Language, SourceKind};
 use code_sandbox_mcp::policy::Policy;
 use code_sandbox_mcp::sandbox::{RunRequest, Sandbox};
 use std::path::Path;
@@ -183,7 +183,7 @@ async fn one_run(sandbox: &Sandbox) {
     let outcome = sandbox
         .run(
             RunRequest {
-                language: Language::Python,
+                kind: SourceKind::Python,
                 code: CODE.into(),
                 timeout: None,
                 env: Vec::new(),

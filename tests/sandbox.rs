@@ -26,7 +26,7 @@ fn policy(adjust: impl FnOnce(&mut Policy)) -> Arc<Policy> {
 
 fn request(language: Language, code: &str) -> RunRequest {
     RunRequest {
-        language,
+        kind: code_sandbox_mcp::analysis::analyze(language, code).kind,
         code: code.to_string(),
         timeout: None,
         env: Vec::new(),

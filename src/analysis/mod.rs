@@ -7,60 +7,14 @@
 //! whether it could be parsed at all. The policy engine turns facts into findings.
 
 pub mod javascript;
+mod language;
 mod lines;
 pub mod python;
 
+pub use language::{Language, LanguageSpec, SourceKind};
 pub use lines::LineIndex;
 
 use serde::Serialize;
-
-/// The languages a snippet can be written in.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Language {
-    Python,
-    #[serde(alias = "js", alias = "node")]
-    JavaScript,
-}
-
-impl Language {
-    /// The language a file name implies, by its extension.
-    pub fn from_path(path: &std::path::Path) -> Option<Language> {
-        match path.extension()?.to_str()? {
-            "py" | "pyw" => Some(Language::Python),
-            "js" | "mjs" | "cjs" => Some(Language::JavaScript),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Language::Python => "python",
-            Language::JavaScript => "javascript",
-        }
-    }
-}
-
-impl std::fmt::Display for Language {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Language {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "python" | "py" | "python3" => Ok(Language::Python),
-            "javascript" | "js" | "node" | "nodejs" => Ok(Language::JavaScript),
-            other => Err(format!(
-                "unknown language `{other}` (expected python or javascript)"
-            )),
-        }
-    }
-}
 
 /// Where a fact sits in the source: 1-based lines, 1-based columns counted in
 /// characters (not bytes), end exclusive.
@@ -133,24 +87,39 @@ pub mod dynamic {
 /// exhaustion on hostile input.
 pub const MAX_NESTING: usize = 200;
 
+/// What a frontend learned about one snippet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Analysis {
+    /// In source order, without duplicates.
+    pub facts: Vec<Fact>,
+    /// How the interpreter must load it (meaningful only when it may run).
+    pub kind: SourceKind,
+}
+
 /// Turns source text into facts for the given language.
-pub fn analyze(language: Language, source: &str) -> Vec<Fact> {
-    if let Some(offset) = too_deep(source) {
+pub fn analyze(language: Language, source: &str) -> Analysis {
+    let (mut facts, kind) = if let Some(offset) = too_deep(source) {
         let index = LineIndex::new(source);
-        return vec![Fact {
+        let fact = Fact {
             kind: FactKind::Unparseable {
                 reason: format!("brackets nested deeper than {MAX_NESTING} levels"),
             },
             span: index.span(offset, offset + 1),
-        }];
-    }
-    let mut facts = match language {
-        Language::Python => python::analyze(source),
-        Language::JavaScript => javascript::analyze(source),
+        };
+        let kind = match language {
+            Language::Python => SourceKind::Python,
+            Language::JavaScript => SourceKind::CommonJs,
+        };
+        (vec![fact], kind)
+    } else {
+        match language {
+            Language::Python => (python::analyze(source), SourceKind::Python),
+            Language::JavaScript => javascript::analyze(source),
+        }
     };
     facts.sort_by_key(|fact| fact.span);
     facts.dedup();
-    facts
+    Analysis { facts, kind }
 }
 
 /// The offset of the first bracket that opens past [`MAX_NESTING`], if any. Brackets in

@@ -135,7 +135,7 @@ pub fn main(args: RunArgs) -> ExitCode {
     let code = String::from_utf8(bytes).unwrap_or_default();
 
     let request = RunRequest {
-        language,
+        kind: report.kind,
         code,
         timeout: Some(timeout),
         env: pass_through(&engine.policy().env.pass_through, &args.pass_through_env),

@@ -14,13 +14,7 @@ const EXAMPLES_PER_RULE: usize = 10;
 
 /// The description of `run_python_code` / `run_javascript_code` under `policy`.
 pub fn run_tool_description(policy: &Policy, language: Language, env_names: &[String]) -> String {
-    let (display, how_to_print) = match language {
-        Language::Python => ("Python 3", "print()"),
-        Language::JavaScript => (
-            "JavaScript (Node.js: require() and ES module import both work, as does top-level await)",
-            "console.log()",
-        ),
-    };
+    let (display, how_to_print) = (language.spec().display, language.spec().print_hint);
     let mut text = format!(
         "Run a {display} program in a fresh, locked-down container and get back its exit code, \
          stdout and stderr. Show results with {how_to_print}; nothing is kept between calls.\n\
@@ -72,10 +66,7 @@ pub fn server_instructions(policy: &Policy) -> String {
 /// Annotations of the run tools: they change nothing on the host (the container is
 /// thrown away), and they reach the outside world only when the policy gives a network.
 pub fn run_tool_annotations(policy: &Policy, language: Language) -> ToolAnnotations {
-    let title = match language {
-        Language::Python => "Run Python in the sandbox",
-        Language::JavaScript => "Run JavaScript in the sandbox",
-    };
+    let title = language.spec().run_tool_title;
     ToolAnnotations::with_title(title)
         .read_only(false)
         .destructive(false)
@@ -162,10 +153,7 @@ fn rules_in_words(policy: &Policy, language: Language) -> String {
 /// One rule as a bullet: its message, then what it matches in this language.
 /// `None` when the rule matches nothing in this language.
 fn rule_in_words(rule: &Rule, language: Language) -> Option<String> {
-    let own = match language {
-        Language::Python => &rule.python,
-        Language::JavaScript => &rule.javascript,
-    };
+    let own = rule.matcher(language);
     let mut parts = Vec::new();
     for matcher in [&rule.any_language, own] {
         parts.extend(matcher_in_words(matcher));

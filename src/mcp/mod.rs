@@ -46,19 +46,18 @@ impl CodeSandboxServer {
         let env_names: Vec<String> = env.iter().map(|(name, _)| name.clone()).collect();
         let mut tool_router = Self::tool_router();
         for (name, route) in tool_router.map.iter_mut() {
-            let (description, annotations) = match name.as_ref() {
-                "run_python_code" => (
-                    describe::run_tool_description(&policy, Language::Python, &env_names),
-                    describe::run_tool_annotations(&policy, Language::Python),
+            // Every tool is named here: a new one without a description is a panic in
+            // every test that starts a server, never a wrong description at run time.
+            let (description, annotations) = match Language::from_run_tool(name) {
+                Some(language) => (
+                    describe::run_tool_description(&policy, language, &env_names),
+                    describe::run_tool_annotations(&policy, language),
                 ),
-                "run_javascript_code" => (
-                    describe::run_tool_description(&policy, Language::JavaScript, &env_names),
-                    describe::run_tool_annotations(&policy, Language::JavaScript),
-                ),
-                _ => (
+                None if name == "check_code" => (
                     describe::check_tool_description(&policy),
                     describe::check_tool_annotations(),
                 ),
+                None => unreachable!("the tool `{name}` has no description"),
             };
             route.attr.input_schema =
                 Arc::new(types::without_numeric_formats(&route.attr.input_schema));

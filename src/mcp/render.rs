@@ -14,7 +14,10 @@ pub fn run_result(result: &RunResult) -> String {
              what is listed below and call the tool again.\n",
             result.policy
         ),
-        RunStatus::InvalidInput | RunStatus::EngineError | RunStatus::Cancelled => {
+        RunStatus::InvalidInput
+        | RunStatus::EngineError
+        | RunStatus::Cancelled
+        | RunStatus::ShuttingDown => {
             format!(
                 "Nothing was run: {}\n",
                 result.message.as_deref().unwrap_or("unknown reason")

@@ -115,7 +115,7 @@ impl CodeSandboxServer {
             timeout,
         );
         let request = RunRequest {
-            language,
+            kind: report.kind,
             code: args.code,
             timeout: Some(timeout),
             env: self.env.to_vec(),
@@ -127,6 +127,9 @@ impl CodeSandboxServer {
                 RunStatus::Cancelled,
                 "the call was cancelled and the run killed".into(),
             ),
+            Err(error @ SandboxError::ShuttingDown) => {
+                not_run(RunStatus::ShuttingDown, engine_error_message(&error))
+            }
             Err(error) => {
                 tracing::warn!(%error, "the sandbox could not run a snippet");
                 not_run(RunStatus::EngineError, engine_error_message(&error))
@@ -157,6 +160,9 @@ fn engine_error_message(error: &SandboxError) -> String {
         SandboxError::ImageUnavailable(_) => {
             "Pull the image (docker pull IMAGE) or set the policy's `images` to one that exists \
              locally, then call the tool again."
+        }
+        SandboxError::ShuttingDown => {
+            "The server is shutting down and runs nothing more; do not retry on this connection."
         }
         SandboxError::Engine(_) | SandboxError::Cancelled => "Calling the tool again may succeed.",
     };

@@ -51,6 +51,9 @@ pub enum RunStatus {
     EngineError,
     /// The client cancelled the call; the run was killed.
     Cancelled,
+    /// The server is stopping and runs nothing more; retrying on this connection is
+    /// pointless.
+    ShuttingDown,
 }
 
 /// The structured result of `run_python_code` and `run_javascript_code`.

@@ -4,7 +4,7 @@
 
 use super::glob::Glob;
 use super::schema::{Action, Matcher, Policy, Rule};
-use crate::analysis::{self, Fact, FactKind, Language, Span};
+use crate::analysis::{self, Analysis, FactKind, Language, SourceKind, Span};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -44,10 +44,13 @@ pub enum InputError {
 }
 
 /// The verdict on one snippet.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Report {
     /// Every finding whose action is not `off`, in source order.
     pub findings: Vec<Finding>,
+    /// How the interpreter must load the code, should it run.
+    #[serde(skip)]
+    pub kind: SourceKind,
 }
 
 impl Report {
@@ -67,8 +70,8 @@ pub struct PolicyEngine {
 #[derive(Debug)]
 struct CompiledRule {
     index: usize,
-    python: CompiledMatcher,
-    javascript: CompiledMatcher,
+    /// One matcher per language, in [`Language::ALL`] order.
+    matchers: Vec<(Language, CompiledMatcher)>,
 }
 
 #[derive(Debug, Default)]
@@ -186,8 +189,10 @@ impl PolicyEngine {
             .filter(|(_, rule)| rule.action != Action::Off)
             .map(|(index, rule)| CompiledRule {
                 index,
-                python: CompiledMatcher::new(&rule.any_language, &rule.python),
-                javascript: CompiledMatcher::new(&rule.any_language, &rule.javascript),
+                matchers: Language::ALL
+                    .into_iter()
+                    .map(|l| (l, CompiledMatcher::new(&rule.any_language, rule.matcher(l))))
+                    .collect(),
             })
             .collect();
         PolicyEngine {
@@ -206,13 +211,13 @@ impl PolicyEngine {
         let source = std::str::from_utf8(code).map_err(|e| InputError::NotUtf8 {
             offset: e.valid_up_to(),
         })?;
-        Ok(self.check_facts(&analysis::analyze(language, source), language))
+        Ok(self.check_analysis(&analysis::analyze(language, source)))
     }
 
     /// Checks source text: the size limit, then the rules.
     pub fn check(&self, language: Language, source: &str) -> Result<Report, InputError> {
         self.check_size(source.len())?;
-        Ok(self.check_facts(&analysis::analyze(language, source), language))
+        Ok(self.check_analysis(&analysis::analyze(language, source)))
     }
 
     fn check_size(&self, size: usize) -> Result<(), InputError> {
@@ -223,14 +228,15 @@ impl PolicyEngine {
         Ok(())
     }
 
-    /// Matches already-extracted facts; one finding per rule and fact.
-    pub fn check_facts(&self, facts: &[Fact], language: Language) -> Report {
+    /// Matches a frontend's facts; one finding per rule and fact.
+    pub fn check_analysis(&self, analysis: &Analysis) -> Report {
+        let language = analysis.kind.language();
         let mut findings = Vec::new();
-        for fact in facts {
+        for fact in &analysis.facts {
             for compiled in self.rules.iter() {
-                let matcher = match language {
-                    Language::Python => &compiled.python,
-                    Language::JavaScript => &compiled.javascript,
+                let Some((_, matcher)) = compiled.matchers.iter().find(|(l, _)| *l == language)
+                else {
+                    continue;
                 };
                 if let Some(what) = matcher.matches(&fact.kind) {
                     findings.push(finding(
@@ -243,7 +249,10 @@ impl PolicyEngine {
         }
         findings.sort_by(|a, b| (a.line, a.column, &a.rule).cmp(&(b.line, b.column, &b.rule)));
         findings.dedup();
-        Report { findings }
+        Report {
+            findings,
+            kind: analysis.kind,
+        }
     }
 }
 

@@ -265,6 +265,16 @@ pub struct Rule {
     pub javascript: Matcher,
 }
 
+impl Rule {
+    /// The rule's own matcher for `language` (`any_language` applies besides it).
+    pub fn matcher(&self, language: crate::analysis::Language) -> &Matcher {
+        match language {
+            crate::analysis::Language::Python => &self.python,
+            crate::analysis::Language::JavaScript => &self.javascript,
+        }
+    }
+}
+
 fn is_empty_matcher(matcher: &Matcher) -> bool {
     *matcher == Matcher::default()
 }

@@ -14,14 +14,13 @@
 //! Below the contract, split by concern: `engine` (sockets, API version), `container`
 //! (limits → `HostConfig`, labels), `instance` (ownership, dead-instance sweep), `pool`
 //! (warm containers), `exec` (code in, output out, timeout, OOM), `output` (the capped
-//! capture), `js_module` (ES module or CommonJS), and `runtime` (all of it together).
+//! capture), and `runtime` (all of it together).
 
 mod container;
 mod engine;
 mod env;
 mod exec;
 mod instance;
-pub mod js_module;
 mod output;
 mod pool;
 mod runtime;
@@ -29,7 +28,7 @@ mod runtime;
 pub use container::LABEL;
 pub use env::pass_through;
 
-use crate::analysis::Language;
+use crate::analysis::{Language, SourceKind};
 use crate::policy::Policy;
 use serde::Serialize;
 use std::sync::Arc;
@@ -39,13 +38,20 @@ use tokio_util::sync::CancellationToken;
 /// One snippet to run.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
-    pub language: Language,
+    /// The language, and how its interpreter must load the code (from the check).
+    pub kind: SourceKind,
     pub code: String,
     /// Wall-clock limit from [`run_timeout`]; `None` is the policy's `limits.timeout`,
     /// which also caps any value given here.
     pub timeout: Option<Duration>,
     /// Variables set in the sandbox (already filtered by the caller).
     pub env: Vec<(String, String)>,
+}
+
+impl RunRequest {
+    pub fn language(&self) -> Language {
+        self.kind.language()
+    }
 }
 
 /// The wall-clock limit of one run: the caller's wish in seconds, capped by the
@@ -93,6 +99,9 @@ pub enum SandboxError {
     Engine(String),
     #[error("the run was cancelled")]
     Cancelled,
+    /// The server is stopping: no run starts any more, and calling again will not help.
+    #[error("the sandbox is shutting down")]
+    ShuttingDown,
 }
 
 /// The runtime for one policy: a connection to the engine and a warm pool per image.

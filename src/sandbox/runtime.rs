@@ -7,7 +7,6 @@ use super::container::{self, short, LABEL};
 use super::engine;
 use super::exec::{self, Program};
 use super::instance::Instance;
-use super::js_module;
 use super::pool::{Claim, Pool};
 use super::{RunOutcome, RunRequest, SandboxError};
 use crate::analysis::Language;
@@ -22,6 +21,9 @@ use std::time::Duration;
 use tokio::sync::{Notify, OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+/// A run's concurrency slot; shared with work the run leaves behind (a container
+/// still being created when it was cancelled) so the slot outlives both.
+type Permit = Arc<tokio::sync::OwnedSemaphorePermit>;
 /// How long `shutdown` waits for container creations already sent to the engine, so
 /// that their containers are known and removed too.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
@@ -123,14 +125,14 @@ impl Runtime {
         cancel: CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
         if self.closing.is_cancelled() {
-            return Err(SandboxError::Engine("the sandbox is shut down".into()));
+            return Err(SandboxError::ShuttingDown);
         }
         // Calls beyond `pool.max_concurrent` wait here, in order; they never fail.
-        let _permit = tokio::select! {
+        let permit = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
-            permit = self.permits.clone().acquire_owned() => permit
-                .map_err(|_| SandboxError::Engine("the sandbox is shut down".into()))?,
+            permit = self.permits.clone().acquire_owned() => Arc::new(permit
+                .map_err(|_| SandboxError::ShuttingDown)?),
         };
         let docker = tokio::select! {
             biased;
@@ -140,7 +142,7 @@ impl Runtime {
         let image = self
             .policy
             .images
-            .for_language(request.language)
+            .for_language(request.language())
             .to_string();
         tokio::select! {
             biased;
@@ -152,7 +154,7 @@ impl Runtime {
         let timeout = request.timeout.map_or(limit, |wanted| wanted.min(limit));
 
         let (id, exec_id) = self
-            .container_for(&docker, &image, &program, &cancel)
+            .container_for(&docker, &image, &program, &cancel, &permit)
             .await?;
         // Removes the container when this run ends, however it ends: returned, or
         // dropped by a caller that stopped waiting. The removal runs in the background,
@@ -205,6 +207,7 @@ impl Runtime {
         image: &str,
         program: &Program,
         cancel: &CancellationToken,
+        permit: &Permit,
     ) -> Result<(String, String), SandboxError> {
         let claim = tokio::select! {
             biased;
@@ -220,7 +223,7 @@ impl Runtime {
                 }
             }
         }
-        let id = match self.create_cancellable(docker, image, cancel).await {
+        let id = match self.create_cancellable(docker, image, cancel, permit).await {
             Ok(id) => id,
             Err(error @ SandboxError::ImageUnavailable(_)) => {
                 self.forget_image(image);
@@ -244,6 +247,7 @@ impl Runtime {
         docker: &Docker,
         image: &str,
         cancel: &CancellationToken,
+        permit: &Permit,
     ) -> Result<String, SandboxError> {
         let mut task = tokio::spawn({
             let runtime = self.clone();
@@ -256,10 +260,14 @@ impl Runtime {
             _ = cancel.cancelled() => {
                 let runtime = self.clone();
                 let docker = docker.clone();
+                // The creation goes on using the engine: it keeps this run's
+                // concurrency slot until it has ended and its container is gone.
+                let slot = Arc::clone(permit);
                 tokio::spawn(async move {
                     if let Ok(Ok(id)) = task.await {
                         runtime.discard(&docker, &id).await;
                     }
+                    drop(slot);
                 });
                 Err(SandboxError::Cancelled)
             }
@@ -277,14 +285,14 @@ impl Runtime {
         image: &str,
     ) -> Result<String, SandboxError> {
         if self.closing.is_cancelled() {
-            return Err(SandboxError::Engine("the sandbox is shut down".into()));
+            return Err(SandboxError::ShuttingDown);
         }
         self.creating.fetch_add(1, Ordering::SeqCst);
         let created = container::create_started(docker, &self.policy, image, &self.instance).await;
         let result = match created {
             Ok(id) if self.closing.is_cancelled() => {
                 container::remove(docker, &id).await;
-                Err(SandboxError::Engine("the sandbox is shut down".into()))
+                Err(SandboxError::ShuttingDown)
             }
             Ok(id) => {
                 self.live_set().insert(id.clone());
@@ -544,15 +552,14 @@ fn image_unavailable(image: &str, reason: &str) -> SandboxError {
     ))
 }
 
-/// The file and interpreter for a request. JavaScript becomes `main.mjs` or `main.cjs`
-/// by its syntax, since Node picks the module system by extension.
+/// The file and interpreter for a request.
 fn program_for(request: &RunRequest) -> Program {
-    let (file, command): (&'static str, &'static [&'static str]) = match request.language {
-        Language::Python => ("main.py", &["python3", "-u"]),
-        Language::JavaScript => (js_module::detect(&request.code).file_name(), &["node"]),
+    let command: &'static [&'static str] = match request.language() {
+        Language::Python => &["python3", "-u"],
+        Language::JavaScript => &["node"],
     };
     Program {
-        file,
+        file: request.kind.file_name(),
         command,
         code: request.code.as_bytes().to_vec(),
         env: request.env.clone(),

@@ -21,6 +21,7 @@
 //! `function exec() {}` not to be mistaken for `child_process.exec`.
 
 mod dynamic;
+mod module_system;
 mod modules;
 mod paths;
 mod scope;
@@ -32,7 +33,7 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
-use super::{Fact, FactKind, LineIndex};
+use super::{Fact, FactKind, LineIndex, SourceKind};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -60,27 +61,30 @@ fn parse(source: &str) -> Option<Tree> {
     })
 }
 
-/// Analyses one JavaScript snippet (script, CommonJS or ES module).
-pub fn analyze(source: &str) -> Vec<Fact> {
+/// Analyses one JavaScript snippet (script, CommonJS or ES module) and tells which
+/// module system it needs. Code that cannot be read never runs; it is called CommonJS.
+pub fn analyze(source: &str) -> (Vec<Fact>, SourceKind) {
     let index = LineIndex::new(source);
     let Some(tree) = parse(source) else {
-        return vec![Fact {
+        let fact = Fact {
             kind: FactKind::Unparseable {
                 reason: "the JavaScript parser gave up on this input".to_string(),
             },
             span: index.span(0, 0),
-        }];
+        };
+        return (vec![fact], SourceKind::CommonJs);
     };
     let root = tree.root_node();
     if let Some(fact) = syntax::first_error(root, source, &index) {
-        return vec![fact];
+        return (vec![fact], SourceKind::CommonJs);
     }
+    let kind = module_system::of(root);
     let mut cx = Analyzer::new(source, &index);
     if let Err(fact) = scope::collect(&mut cx, root) {
-        return vec![fact];
+        return (vec![fact], kind);
     }
     walk::emit(&mut cx);
-    cx.facts
+    (cx.facts, kind)
 }
 
 /// The memo of a binding's value, with a marker that cuts cycles (`a = b; b = a`).

@@ -6,6 +6,7 @@ use crate::analysis::FactKind;
 /// The facts of a snippet in a compact, comparable form.
 fn facts(source: &str) -> Vec<String> {
     analyze(source)
+        .0
         .into_iter()
         .map(|f| match f.kind {
             FactKind::Import { module } => format!("{}:import {module}", f.span.line),

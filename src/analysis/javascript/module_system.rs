@@ -1,50 +1,21 @@
 //! Which module system a JavaScript snippet needs: Node refuses `import` in a CommonJS
 //! file and `require` in an ES module, and decides by the file's extension, so the
-//! runtime names the file `main.mjs` or `main.cjs` after reading the code.
+//! runtime names the file `main.mjs` or `main.cjs` after this reads the code.
 //!
-//! The decision uses the tree-sitter parse rather than a text search, so the words
+//! The decision reads the frontend's own parse (no second parse) rather than the text, so the words
 //! `import`, `export` and `await` inside strings, template literals, comments or
 //! regular expressions never flip it, and `await` inside an `async function` (legal in
 //! CommonJS) is told apart from top-level `await` (which only an ES module allows).
 
-use tree_sitter::{Node, Parser};
+use crate::analysis::SourceKind;
+use tree_sitter::Node;
 
-/// How Node should load the snippet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JsModuleKind {
-    /// `import`/`export` statements, `import.meta` or top-level `await`: `main.mjs`.
-    EsModule,
-    /// Everything else (`require`, plain scripts): `main.cjs`.
-    CommonJs,
-}
-
-impl JsModuleKind {
-    /// The file name that makes Node pick this module system.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            JsModuleKind::EsModule => "main.mjs",
-            JsModuleKind::CommonJs => "main.cjs",
-        }
-    }
-}
-
-/// Reads the code's module system from its syntax tree.
-pub fn detect(code: &str) -> JsModuleKind {
-    let mut parser = Parser::new();
-    if parser
-        .set_language(&tree_sitter_javascript::LANGUAGE.into())
-        .is_err()
-    {
-        // Cannot happen with the grammar compiled in; CommonJS is Node's own default.
-        return JsModuleKind::CommonJs;
-    }
-    let Some(tree) = parser.parse(code, None) else {
-        return JsModuleKind::CommonJs;
-    };
-    if needs_module(tree.root_node()) {
-        JsModuleKind::EsModule
+/// The module system the parsed snippet needs.
+pub fn of(root: Node<'_>) -> SourceKind {
+    if needs_module(root) {
+        SourceKind::EsModule
     } else {
-        JsModuleKind::CommonJs
+        SourceKind::CommonJs
     }
 }
 
@@ -98,7 +69,12 @@ fn has_await_keyword(node: Node<'_>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{detect, JsModuleKind::*};
+    use crate::analysis::SourceKind;
+    use crate::analysis::SourceKind::{CommonJs, EsModule};
+
+    fn detect(code: &str) -> SourceKind {
+        super::of(super::super::parse(code).expect("parsed").root_node())
+    }
 
     #[test]
     fn import_and_export_statements_make_a_module() {
@@ -156,11 +132,5 @@ mod tests {
             CommonJs
         );
         assert_eq!(detect(""), CommonJs);
-    }
-
-    #[test]
-    fn file_names_follow_the_kind() {
-        assert_eq!(EsModule.file_name(), "main.mjs");
-        assert_eq!(CommonJs.file_name(), "main.cjs");
     }
 }
