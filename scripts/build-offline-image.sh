@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the runtime image `code-sandbox-mcp-runtime:local` (python3 + node) without
+# Builds the runtime image `code-sandbox-mcp-runtime:trixie` (python3 + node) without
 # any container registry: a Debian minbase root filesystem from debootstrap, imported
 # with `docker import`. Idempotent: an existing image is kept unless --force is given.
 #
@@ -8,7 +8,7 @@ set -euo pipefail
 
 force=0
 if [ "${1:-}" = "--force" ]; then force=1; shift; fi
-tag="${1:-code-sandbox-mcp-runtime:local}"
+tag="${1:-code-sandbox-mcp-runtime:trixie}"
 
 if [ "$force" = 0 ] && docker image inspect "$tag" >/dev/null 2>&1; then
   echo "build-offline-image: $tag already exists" >&2
@@ -25,8 +25,8 @@ fi
 rootfs=$(mktemp -d /tmp/code-sandbox-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
 
-echo "build-offline-image: debootstrap bookworm into $rootfs (about a minute)" >&2
-debootstrap --variant=minbase --include=python3,nodejs bookworm "$rootfs" >&2
+echo "build-offline-image: debootstrap trixie into $rootfs (about a minute)" >&2
+debootstrap --variant=minbase --include=python3,nodejs trixie "$rootfs" >&2
 
 # The sandbox runs as an unprivileged user; /sandbox is its workdir (a tmpfs at run time).
 mkdir -p "$rootfs/sandbox"

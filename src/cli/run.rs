@@ -147,9 +147,14 @@ pub fn main(args: RunArgs) -> ExitCode {
         policy.engine = engine;
     }
     match execute(Arc::new(policy), request) {
-        Ended::Ran(outcome) => {
-            report_outcome(args.format, &policy_name, language, &report, &outcome)
-        }
+        Ended::Ran(outcome) => report_outcome(
+            args.format,
+            &name,
+            &policy_name,
+            language,
+            &report,
+            &outcome,
+        ),
         Ended::Failed(error) => {
             eprintln!("error: {error}");
             ExitCode::from(EXIT_ENGINE)
@@ -215,11 +220,19 @@ fn execute(policy: Arc<crate::policy::Policy>, request: RunRequest) -> Ended {
 
 fn report_outcome(
     format: RunFormat,
+    name: &str,
     policy: &str,
     language: Language,
     report: &Report,
     outcome: &RunOutcome,
 ) -> ExitCode {
+    for finding in &outcome.blocked {
+        eprintln!(
+            "{} (run time: {})",
+            finding.to_line(name),
+            finding.layer.as_str()
+        );
+    }
     match format {
         RunFormat::Text => {
             let mut stdout = std::io::stdout().lock();

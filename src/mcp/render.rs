@@ -9,6 +9,12 @@ use crate::policy::{Action, Finding};
 pub fn run_result(result: &RunResult) -> String {
     let mut text = match result.status {
         RunStatus::Completed => completed_header(result),
+        RunStatus::Blocked => format!(
+            "Stopped while running by the sandbox policy `{}`: the program tried something \
+             the policy denies (below); its output up to that point follows. Rewrite the \
+             code without it and call the tool again.\n",
+            result.policy
+        ),
         RunStatus::Denied => format!(
             "Denied by the sandbox policy `{}`: nothing was run. Rewrite the code without \
              what is listed below and call the tool again.\n",
@@ -36,7 +42,7 @@ pub fn run_result(result: &RunResult) -> String {
         text.push_str("\nWarnings (allowed, but worth a look):\n");
         push_findings(&mut text, &warnings);
     }
-    if result.status == RunStatus::Completed {
+    if matches!(result.status, RunStatus::Completed | RunStatus::Blocked) {
         push_stream(&mut text, "stdout", &result.stdout);
         push_stream(&mut text, "stderr", &result.stderr);
     }
@@ -96,8 +102,13 @@ fn completed_header(result: &RunResult) -> String {
 
 fn push_findings(text: &mut String, findings: &[&Finding]) {
     for finding in findings {
+        let layer = if finding.layer.is_static() {
+            String::new()
+        } else {
+            format!(" (run time: {})", finding.layer.as_str())
+        };
         text.push_str(&format!(
-            "- line {}, column {}: {} [{}] {}\n",
+            "- line {}, column {}: {} [{}]{layer} {}\n",
             finding.line, finding.column, finding.rule, finding.action, finding.message
         ));
     }
@@ -130,6 +141,7 @@ mod tests {
             column: 1,
             end_line: 2,
             end_column: 10,
+            layer: Default::default(),
         }
     }
 

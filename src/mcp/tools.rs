@@ -161,6 +161,10 @@ fn engine_error_message(error: &SandboxError) -> String {
             "Pull the image (docker pull IMAGE) or set the policy's `images` to one that exists \
              locally, then call the tool again."
         }
+        SandboxError::LayerUnavailable(_) => {
+            "The policy needs this enforcement at run time and it is not available, so nothing \
+             runs until the image or the policy changes."
+        }
         SandboxError::ShuttingDown => {
             "The server is shutting down and runs nothing more; do not retry on this connection."
         }

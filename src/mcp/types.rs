@@ -49,6 +49,10 @@ pub enum RunStatus {
     /// The container engine could not run it (daemon down, image missing); `message`
     /// says what to do. A later call can succeed.
     EngineError,
+    /// The program started, and a run-time layer of the policy stopped it when it
+    /// tried something the policy denies: `findings` names the rule, the layer, what
+    /// was attempted and the line; output printed before the stop is kept.
+    Blocked,
     /// The client cancelled the call; the run was killed.
     Cancelled,
     /// The server is stopping and runs nothing more; retrying on this connection is
@@ -110,8 +114,15 @@ impl RunResult {
         language: Language,
         policy: &str,
     ) -> RunResult {
+        let mut findings = findings;
+        let status = if outcome.blocked.is_empty() {
+            RunStatus::Completed
+        } else {
+            findings.extend(outcome.blocked);
+            RunStatus::Blocked
+        };
         RunResult {
-            status: RunStatus::Completed,
+            status,
             exit_code: Some(outcome.exit_code),
             stdout: outcome.stdout,
             stderr: outcome.stderr,

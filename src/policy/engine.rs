@@ -21,6 +21,56 @@ pub struct Finding {
     pub column: u32,
     pub end_line: u32,
     pub end_column: u32,
+    /// Which layer found it: the static check, or (for a run stopped while it ran) the
+    /// run-time layer that stopped it. Left out of JSON for static findings.
+    #[serde(skip_serializing_if = "Layer::is_static")]
+    pub layer: Layer,
+}
+
+/// The layers that enforce a policy (see the README's "Three layers").
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layer {
+    /// The checker, before anything runs.
+    #[default]
+    Static,
+    /// Python audit hooks installed before the snippet's first line.
+    PythonAuditHook,
+    /// The Node preload that refuses denied built-in modules and process internals.
+    NodeGuard,
+    /// Node's permission model (`--permission`).
+    NodePermission,
+    /// `--disallow-code-generation-from-strings`.
+    NodeCodegen,
+}
+
+impl Layer {
+    pub fn is_static(&self) -> bool {
+        *self == Layer::Static
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Static => "static",
+            Layer::PythonAuditHook => "python-audit-hook",
+            Layer::NodeGuard => "node-guard",
+            Layer::NodePermission => "node-permission",
+            Layer::NodeCodegen => "node-codegen",
+        }
+    }
 }
 
 impl Finding {
@@ -266,6 +316,7 @@ fn finding(rule: &Rule, span: Span, what: &str) -> Finding {
         column: span.column,
         end_line: span.end_line,
         end_column: span.end_column,
+        layer: Layer::Static,
     }
 }
 

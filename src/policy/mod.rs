@@ -7,7 +7,7 @@ mod load;
 mod schema;
 mod units;
 
-pub use engine::{Finding, InputError, PolicyEngine, Report};
+pub use engine::{Finding, InputError, Layer, PolicyEngine, Report};
 pub use load::{PolicyError, PolicySource, PRESETS, PROJECT_FILE, STARTER_POLICY};
 pub use schema::{
     Action, EngineKind, EnvPolicy, Images, Limits, Matcher, NetworkMode, Policy, PoolSettings, Rule,

@@ -39,6 +39,12 @@ pub fn create_body(policy: &Policy, image: &str, instance: &Instance) -> Contain
     let tmpfs = HashMap::from([
         (WORKDIR.to_string(), tmpfs_options.clone()),
         ("/tmp".to_string(), tmpfs_options),
+        // The guard files: root-owned, so the sandbox user can run but not change them;
+        // the only writable place that allows exec, and only root writes there.
+        (
+            super::guard::INSTALL_DIR.to_string(),
+            "rw,nosuid,nodev,exec,size=16m,mode=0755".to_string(),
+        ),
     ]);
     let memory = i64::try_from(limits.memory.bytes()).unwrap_or(i64::MAX);
     let host_config = HostConfig {

@@ -23,13 +23,13 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
-/// What to run: the file the code is written to and the interpreter's command line.
+/// What to run: the file the code is written to and the command line that runs it.
 #[derive(Debug, Clone)]
 pub struct Program {
     /// File name inside `/sandbox`, e.g. `main.py`.
     pub file: &'static str,
-    /// The interpreter and its flags; the file name is appended.
-    pub command: &'static [&'static str],
+    /// The whole command line (the interpreter, under the guard, with the file).
+    pub argv: Vec<String>,
     pub code: Vec<u8>,
     pub env: Vec<(String, String)>,
 }
@@ -57,14 +57,82 @@ pub const KILLED_EXIT_CODE: i64 = 137;
 /// itself with the interpreter (stdin from /dev/null, as for any non-interactive run).
 fn shell_line(program: &Program) -> String {
     let mut line = format!("head -c {} > {} && exec", program.code.len(), program.file);
-    for word in program.command {
+    for word in &program.argv {
         line.push(' ');
-        line.push_str(word);
+        line.push_str(&shell_quote(word));
     }
-    line.push(' ');
-    line.push_str(program.file);
     line.push_str(" </dev/null");
     line
+}
+
+/// One word for `sh`, quoted unless it is plainly safe.
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-=,*".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Runs `script` with `sh -c` as root in container `id`, feeding it `input`, and
+/// returns its stdout; a non-zero exit is an error carrying its stderr. For setting a
+/// container up (the guard files), never for the snippet.
+pub async fn run_as_root(
+    docker: &Docker,
+    id: &str,
+    script: &str,
+    input: Vec<u8>,
+) -> Result<String, SandboxError> {
+    let options = CreateExecOptions {
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(false),
+        user: Some("0".to_string()),
+        cmd: Some(vec!["sh".to_string(), "-c".to_string(), script.to_string()]),
+        ..Default::default()
+    };
+    let exec = docker
+        .create_exec(id, options)
+        .await
+        .map_err(|e| engine_error("creating the setup exec".into(), e))?;
+    let (mut output, mut stdin) = match docker
+        .start_exec(&exec.id, None)
+        .await
+        .map_err(|e| engine_error("starting the setup exec".into(), e))?
+    {
+        StartExecResults::Attached { output, input } => (output, input),
+        StartExecResults::Detached => {
+            return Err(SandboxError::Engine(
+                "the setup exec started detached".into(),
+            ))
+        }
+    };
+    let writer = tokio::spawn(async move {
+        let _ = stdin.write_all(&input).await;
+        let _ = stdin.shutdown().await;
+    });
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    while let Some(item) = output.next().await {
+        match item {
+            Ok(LogOutput::StdOut { message }) => stdout.extend_from_slice(&message),
+            Ok(LogOutput::StdErr { message }) => stderr.extend_from_slice(&message),
+            Ok(_) => {}
+            Err(error) => return Err(engine_error("reading the setup exec".into(), error)),
+        }
+    }
+    writer.abort();
+    match exit_code(docker, &exec.id).await {
+        Some(0) => Ok(String::from_utf8_lossy(&stdout).into_owned()),
+        code => Err(SandboxError::Engine(format!(
+            "setting the container up failed (exit {code:?}): {}",
+            String::from_utf8_lossy(&stderr).trim()
+        ))),
+    }
 }
 
 /// Creates the exec that will store and run `program` in container `id`. Kept apart
@@ -304,13 +372,18 @@ mod tests {
     fn the_shell_line_stores_exactly_the_code_then_runs_it() {
         let program = Program {
             file: "main.py",
-            command: &["python3", "-u"],
+            argv: vec![
+                "/usr/bin/python3".into(),
+                "-u".into(),
+                "{\"a\": \"it's\"}".into(),
+                "/sandbox/main.py".into(),
+            ],
             code: b"print(1)\n".to_vec(),
             env: Vec::new(),
         };
         assert_eq!(
             shell_line(&program),
-            "head -c 9 > main.py && exec python3 -u main.py </dev/null"
+            "head -c 9 > main.py && exec /usr/bin/python3 -u '{\"a\": \"it'\\''s\"}' /sandbox/main.py </dev/null"
         );
     }
 

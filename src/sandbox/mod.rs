@@ -20,6 +20,7 @@ mod container;
 mod engine;
 mod env;
 mod exec;
+pub mod guard;
 mod instance;
 mod output;
 mod pool;
@@ -85,6 +86,8 @@ pub struct RunOutcome {
     pub oom_killed: bool,
     /// Output went past `limits.output` and was cut (a marker says where).
     pub truncated: bool,
+    /// A run-time layer stopped the program: what it tried, under which rule.
+    pub blocked: Vec<crate::policy::Finding>,
     pub duration_ms: u64,
 }
 
@@ -99,6 +102,10 @@ pub enum SandboxError {
     Engine(String),
     #[error("the run was cancelled")]
     Cancelled,
+    /// The policy needs a run-time layer this image or build cannot provide; nothing
+    /// ran (never a silent fallback to less enforcement).
+    #[error("{0}")]
+    LayerUnavailable(String),
     /// The server is stopping: no run starts any more, and calling again will not help.
     #[error("the sandbox is shutting down")]
     ShuttingDown,

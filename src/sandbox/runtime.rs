@@ -6,6 +6,7 @@
 use super::container::{self, short, LABEL};
 use super::engine;
 use super::exec::{self, Program};
+use super::guard::{self, Guard, Interpreters};
 use super::instance::Instance;
 use super::pool::{Claim, Pool};
 use super::{RunOutcome, RunRequest, SandboxError};
@@ -46,6 +47,10 @@ pub struct Runtime {
     closing: CancellationToken,
     /// Every container created and not yet removed: ready, running or being removed.
     live: Mutex<HashSet<String>>,
+    /// What the policy installs at run time, per language (built once).
+    guards: Vec<(Language, Guard)>,
+    /// Per image: the interpreters its containers' setup found.
+    interpreters: Mutex<HashMap<String, Interpreters>>,
     /// Creations sent to the engine and not yet recorded in `live`.
     creating: AtomicUsize,
     created: Notify,
@@ -54,7 +59,13 @@ pub struct Runtime {
 impl Runtime {
     pub fn new(policy: Arc<Policy>) -> Runtime {
         let permits = policy.pool.max_concurrent.max(1);
+        let guards = Language::ALL
+            .into_iter()
+            .map(|language| (language, Guard::new(&policy, language)))
+            .collect();
         Runtime {
+            guards,
+            interpreters: Mutex::new(HashMap::new()),
             policy,
             instance: Instance::new(),
             docker: tokio::sync::Mutex::new(None),
@@ -149,12 +160,11 @@ impl Runtime {
             _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
             ready = self.ensure_image(&docker, &image) => ready?,
         };
-        let program = program_for(&request);
         let limit = self.policy.limits.timeout();
         let timeout = request.timeout.map_or(limit, |wanted| wanted.min(limit));
 
-        let (id, exec_id) = self
-            .container_for(&docker, &image, &program, &cancel, &permit)
+        let (id, exec_id, program) = self
+            .container_for(&docker, &image, &request, &cancel, &permit)
             .await?;
         // Removes the container when this run ends, however it ends: returned, or
         // dropped by a caller that stopped waiting. The removal runs in the background,
@@ -176,14 +186,16 @@ impl Runtime {
         )
         .await;
         let outcome = match result {
-            Ok(executed) => {
+            Ok(mut executed) => {
                 let oom_killed = !executed.timed_out
                     && executed.exit_code == exec::KILLED_EXIT_CODE
                     && exec::oom_killed(&docker, &id).await;
+                let blocked = guard::take_blocks(&mut executed.stderr, &self.policy);
                 Ok(RunOutcome {
                     exit_code: executed.exit_code,
                     stdout: executed.stdout,
                     stderr: executed.stderr,
+                    blocked,
                     timed_out: executed.timed_out,
                     oom_killed,
                     truncated: executed.truncated,
@@ -205,18 +217,19 @@ impl Runtime {
         self: &Arc<Self>,
         docker: &Docker,
         image: &str,
-        program: &Program,
+        request: &RunRequest,
         cancel: &CancellationToken,
         permit: &Permit,
-    ) -> Result<(String, String), SandboxError> {
+    ) -> Result<(String, String, Program), SandboxError> {
         let claim = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
             claim = self.pool.claim(image) => claim,
         };
         if let Claim::Ready(id) = claim {
-            match exec::create(docker, &id, program).await {
-                Ok(exec_id) => return Ok((id, exec_id)),
+            let program = self.program_for(request, image)?;
+            match exec::create(docker, &id, &program).await {
+                Ok(exec_id) => return Ok((id, exec_id, program)),
                 Err(error) => {
                     tracing::warn!(container = short(&id), %error, "a warm container is unusable; using a new one");
                     self.discard_in_background(docker, id);
@@ -231,13 +244,51 @@ impl Runtime {
             }
             Err(error) => return Err(error),
         };
-        match exec::create(docker, &id, program).await {
-            Ok(exec_id) => Ok((id, exec_id)),
+        let program = match self.program_for(request, image) {
+            Ok(program) => program,
+            Err(error) => {
+                self.discard_in_background(docker, id);
+                return Err(error);
+            }
+        };
+        match exec::create(docker, &id, &program).await {
+            Ok(exec_id) => Ok((id, exec_id, program)),
             Err(error) => {
                 self.discard_in_background(docker, id);
                 Err(container::engine_error("creating the exec".into(), error))
             }
         }
+    }
+
+    /// The command line for `request` in a container of `image`: the interpreter the
+    /// image's probe found, under the guard the policy compiles to for the language.
+    fn program_for(&self, request: &RunRequest, image: &str) -> Result<Program, SandboxError> {
+        let language = request.language();
+        let interpreters = self
+            .interpreters
+            .lock()
+            .expect("interpreters lock")
+            .get(image)
+            .cloned()
+            .unwrap_or_default();
+        let guard = self
+            .guards
+            .iter()
+            .find(|(l, _)| *l == language)
+            .map(|(_, guard)| guard)
+            .expect("a guard for every language");
+        let file = request.kind.file_name();
+        let (argv, guard_env) = guard.command(&interpreters, file).map_err(|reason| {
+            SandboxError::LayerUnavailable(format!("image `{image}`: {reason}"))
+        })?;
+        let mut env = request.env.clone();
+        env.extend(guard_env);
+        Ok(Program {
+            file,
+            argv,
+            code: request.code.as_bytes().to_vec(),
+            env,
+        })
     }
 
     /// Creates a container in its own task: if the caller is cancelled meanwhile, the
@@ -278,6 +329,36 @@ impl Runtime {
         }
     }
 
+    /// Puts the guard files into a new container and records what interpreters its
+    /// image has; a container that cannot be set up is removed.
+    async fn install_guard(
+        &self,
+        docker: &Docker,
+        image: &str,
+        id: String,
+    ) -> Result<String, SandboxError> {
+        let probed = exec::run_as_root(
+            docker,
+            &id,
+            &guard::install_script(),
+            guard::install_input(),
+        )
+        .await;
+        match probed {
+            Ok(text) => {
+                self.interpreters
+                    .lock()
+                    .expect("interpreters lock")
+                    .insert(image.to_string(), Interpreters::parse(&text));
+                Ok(id)
+            }
+            Err(error) => {
+                container::remove(docker, &id).await;
+                Err(error)
+            }
+        }
+    }
+
     /// Creates and starts one container and records it as ours.
     async fn create(
         self: &Arc<Self>,
@@ -288,7 +369,11 @@ impl Runtime {
             return Err(SandboxError::ShuttingDown);
         }
         self.creating.fetch_add(1, Ordering::SeqCst);
-        let created = container::create_started(docker, &self.policy, image, &self.instance).await;
+        let created =
+            match container::create_started(docker, &self.policy, image, &self.instance).await {
+                Ok(id) => self.install_guard(docker, image, id).await,
+                Err(error) => Err(error),
+            };
         let result = match created {
             Ok(id) if self.closing.is_cancelled() => {
                 container::remove(docker, &id).await;
@@ -550,18 +635,4 @@ fn image_unavailable(image: &str, reason: &str) -> SandboxError {
          with scripts/build-offline-image.sh (it makes `code-sandbox-mcp-runtime:local`) and \
          set the policy's `images:` (python:, javascript:) to an image that exists locally"
     ))
-}
-
-/// The file and interpreter for a request.
-fn program_for(request: &RunRequest) -> Program {
-    let command: &'static [&'static str] = match request.language() {
-        Language::Python => &["python3", "-u"],
-        Language::JavaScript => &["node"],
-    };
-    Program {
-        file: request.kind.file_name(),
-        command,
-        code: request.code.as_bytes().to_vec(),
-        env: request.env.clone(),
-    }
 }

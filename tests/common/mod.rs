@@ -68,3 +68,49 @@ pub fn leftover_containers() -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// The offline image scripts/build-offline-image.sh builds (Python 3.13, Node 20).
+pub const LOCAL_IMAGE: &str = "code-sandbox-mcp-runtime:trixie";
+
+/// An image whose `node` says it is Node 18 (no permission model), built from the
+/// offline image with a stand-in `node` first on the PATH.
+pub const OLD_NODE_IMAGE: &str = "code-sandbox-mcp-test-old-node:1";
+
+/// Builds [`OLD_NODE_IMAGE`] once (offline: its base is the local image).
+pub fn old_node_image_ready() -> bool {
+    static READY: OnceLock<bool> = OnceLock::new();
+    *READY.get_or_init(|| {
+        let exists = Command::new("docker")
+            .args(["image", "inspect", OLD_NODE_IMAGE])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if exists {
+            return true;
+        }
+        let dir = scratch("old-node-image");
+        std::fs::write(
+            dir.join("Dockerfile"),
+            format!(
+                "FROM {LOCAL_IMAGE}\nRUN printf '#!/bin/sh\\necho v18.19.0\\n' > /usr/local/bin/node && chmod 755 /usr/local/bin/node\n"
+            ),
+        )
+        .unwrap();
+        let built = Command::new("docker")
+            .args(["build", "-q", "-t", OLD_NODE_IMAGE])
+            .arg(&dir)
+            .output()
+            .expect("docker build");
+        assert!(built.status.success(), "{built:?}");
+        true
+    })
+}
+
+/// A fresh, empty directory for one test under target/.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = root()
+        .join("target/test-scratch")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

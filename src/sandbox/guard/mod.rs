@@ -1,0 +1,524 @@
+//! What the policy compiles into inside the sandbox: the run-time layers that stop
+//! what the static check missed. Installed before the snippet's first line:
+//!
+//! - Python: `python_guard.py`, a standard-library bootstrap that adds audit hooks
+//!   mapping CPython's audit events to the policy's deny rules, then runs the snippet;
+//! - Node: the permission model (no child processes, workers, addons, WASI; writes only
+//!   to the scratch directories), `--disallow-code-generation-from-strings`, and
+//!   `node_guard.cjs`, a preload that refuses denied built-in modules and internals;
+//! - both: `exec-guard` (exec_guard.rs), the kernel floor under a rule that denies
+//!   starting processes: a seccomp filter under which nothing can fork or exec.
+//!
+//! Only deny rules install anything; a rule at `warn` or `off` is never enforced here.
+//! A layer the policy needs but the image cannot provide (Node older than 20 has no
+//! permission model; a host without the helper) refuses the run: never a silent
+//! fallback to less. A run stopped here writes one marker line to stderr, which the
+//! runtime turns into a finding ([`take_blocks`]).
+
+use crate::analysis::{Analysis, Fact, FactKind, Language, SourceKind, Span};
+use crate::policy::{Action, Finding, Layer, Policy, PolicyEngine, Rule};
+use serde::{Deserialize, Serialize};
+
+/// Where the guard files live in every sandbox container: a root-owned tmpfs the
+/// sandbox user can read and execute but not change.
+pub const INSTALL_DIR: &str = "/opt/code-sandbox";
+
+/// The kernel-floor helper, built by build.rs; empty where the target has none.
+const EXEC_GUARD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/exec-guard"));
+const PYTHON_GUARD: &str = include_str!("python_guard.py");
+const NODE_GUARD: &str = include_str!("node_guard.cjs");
+
+/// Starts the one stderr line a run-time layer writes when it stops a run.
+pub const MARKER: &str = "\u{1e}code-sandbox-mcp:blocked ";
+
+/// The files installed into every container, by name under [`INSTALL_DIR`], with
+/// their modes.
+pub fn files() -> [(&'static str, &'static [u8], u32); 3] {
+    [
+        ("exec-guard", EXEC_GUARD, 0o555),
+        ("python_guard.py", PYTHON_GUARD.as_bytes(), 0o444),
+        ("node_guard.cjs", NODE_GUARD.as_bytes(), 0o444),
+    ]
+}
+
+/// What an image offers, probed once per image when its first container is set up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Interpreters {
+    /// Absolute path of `python3`, if the image has one.
+    pub python: Option<String>,
+    /// Absolute path of `node`, and its major version.
+    pub node: Option<(String, u32)>,
+}
+
+impl Interpreters {
+    /// Reads the probe's output: `python3=PATH`, `node=PATH`, `node-version=vX.Y.Z`.
+    pub fn parse(text: &str) -> Interpreters {
+        let mut found = Interpreters::default();
+        let mut node_path = None;
+        let mut node_major = None;
+        for line in text.lines() {
+            match line.split_once('=') {
+                Some(("python3", path)) if path.starts_with('/') => {
+                    found.python = Some(path.to_string())
+                }
+                Some(("node", path)) if path.starts_with('/') => node_path = Some(path.to_string()),
+                Some(("node-version", version)) => {
+                    node_major = version
+                        .trim_start_matches('v')
+                        .split('.')
+                        .next()
+                        .and_then(|major| major.parse().ok())
+                }
+                _ => {}
+            }
+        }
+        found.node = node_path.zip(node_major);
+        found
+    }
+}
+
+/// The shell commands (run as root, in [`INSTALL_DIR`]) that store the guard files
+/// from stdin, in order, then print what [`Interpreters::parse`] reads.
+pub fn install_script() -> String {
+    let mut script = format!("cd {INSTALL_DIR}");
+    for (name, bytes, mode) in files() {
+        script.push_str(&format!(
+            " && head -c {} > {name} && chmod {mode:o} {name}",
+            bytes.len()
+        ));
+    }
+    script.push_str(
+        "; echo python3=$(command -v python3); echo node=$(command -v node); \
+         echo node-version=$(node --version 2>/dev/null)",
+    );
+    script
+}
+
+/// The bytes [`install_script`] reads from stdin.
+pub fn install_input() -> Vec<u8> {
+    files()
+        .iter()
+        .flat_map(|(_, bytes, _)| bytes.iter().copied())
+        .collect()
+}
+
+/// A command line and the environment variables it needs.
+pub type GuardedCommand = (Vec<String>, Vec<(String, String)>);
+
+/// One deny rule as a run-time layer reads it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct GuardRule {
+    id: String,
+    message: String,
+    modules: Vec<String>,
+    references: Vec<String>,
+    dynamic: Vec<String>,
+}
+
+/// A rule named as the reason a whole layer is on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct RuleRef {
+    id: String,
+    message: String,
+}
+
+/// The run-time enforcement one language gets under one policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guard {
+    language: Language,
+    rules: Vec<GuardRule>,
+    /// The deny rule that turns on the kernel floor (no fork, no exec).
+    kernel_floor: Option<RuleRef>,
+    /// Node: the deny rule that needs the permission model.
+    permission: Option<RuleRef>,
+    /// Node: the deny rule that needs code generation from strings off.
+    codegen: Option<RuleRef>,
+}
+
+/// The names whose denial means "no processes", per language: what the kernel floor
+/// and Node's permission model stand for.
+fn process_probes(language: Language) -> Vec<FactKind> {
+    let reference = |name: &str| FactKind::Reference {
+        name: name.into(),
+        module_value: false,
+    };
+    match language {
+        Language::Python => vec![
+            reference("os.system"),
+            reference("subprocess.Popen"),
+            reference("os.execv"),
+            reference("os.fork"),
+            reference("os.posix_spawn"),
+        ],
+        Language::JavaScript => vec![
+            FactKind::Import {
+                module: "child_process".into(),
+            },
+            reference("child_process.spawn"),
+        ],
+    }
+}
+
+/// The names whose denial means "no code from strings" in Node.
+fn codegen_probes() -> Vec<FactKind> {
+    ["eval", "Function"]
+        .into_iter()
+        .map(|name| FactKind::Reference {
+            name: name.into(),
+            module_value: false,
+        })
+        .collect()
+}
+
+impl Guard {
+    /// Compiles `policy` into the guard for `language`, using the policy engine itself
+    /// to ask which deny rule (if any) covers starting processes or code generation.
+    pub fn new(policy: &Policy, language: Language) -> Guard {
+        let rules = policy
+            .rules
+            .iter()
+            .filter(|rule| rule.action == Action::Deny)
+            .filter_map(|rule| guard_rule(rule, language))
+            .collect();
+        let engine = PolicyEngine::new(policy.clone());
+        let first_denial = |probes: Vec<FactKind>| -> Option<RuleRef> {
+            let kind = match language {
+                Language::Python => SourceKind::Python,
+                Language::JavaScript => SourceKind::CommonJs,
+            };
+            let facts = probes
+                .into_iter()
+                .map(|kind| Fact {
+                    kind,
+                    span: Span {
+                        line: 1,
+                        column: 1,
+                        end_line: 1,
+                        end_column: 1,
+                    },
+                })
+                .collect();
+            let report = engine.check_analysis(&Analysis { facts, kind });
+            let finding = report.findings.iter().find(|f| f.action == Action::Deny)?;
+            let rule = policy.rules.iter().find(|r| r.id == finding.rule)?;
+            Some(RuleRef {
+                id: rule.id.clone(),
+                message: rule.message.clone(),
+            })
+        };
+        let process = first_denial(process_probes(language));
+        Guard {
+            language,
+            rules,
+            kernel_floor: process.clone(),
+            permission: (language == Language::JavaScript)
+                .then_some(process)
+                .flatten(),
+            codegen: (language == Language::JavaScript)
+                .then(|| first_denial(codegen_probes()))
+                .flatten(),
+        }
+    }
+
+    /// True when nothing is enforced at run time (every rule warns or is off).
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty() && self.kernel_floor.is_none()
+    }
+
+    /// The settings the bootstrap or preload reads (JSON).
+    pub fn settings(&self, main: &str) -> String {
+        #[derive(Serialize)]
+        struct Settings<'a> {
+            marker: &'a str,
+            main: &'a str,
+            rules: &'a [GuardRule],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            permission_rule: Option<&'a RuleRef>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            codegen_rule: Option<&'a RuleRef>,
+        }
+        serde_json::to_string(&Settings {
+            marker: MARKER,
+            main,
+            rules: &self.rules,
+            permission_rule: self.permission.as_ref(),
+            codegen_rule: self.codegen.as_ref(),
+        })
+        .expect("guard settings serialize")
+    }
+
+    /// The command line that runs `file` (in /sandbox) under this guard, with the
+    /// environment it needs; or why the image cannot provide what the policy asks.
+    pub fn command(
+        &self,
+        interpreters: &Interpreters,
+        file: &str,
+    ) -> Result<GuardedCommand, String> {
+        let main = format!("{}/{file}", super::container::WORKDIR);
+        let mut argv = Vec::new();
+        let mut env = Vec::new();
+        if let Some(rule) = &self.kernel_floor {
+            if EXEC_GUARD.is_empty() {
+                return Err(format!(
+                    "the policy's rule `{}` denies starting processes, and this build of \
+                     code-sandbox-mcp has no kernel-level guard for this platform (Linux on \
+                     x86-64 or aarch64 only), so the code is not run",
+                    rule.id
+                ));
+            }
+            argv.push(format!("{INSTALL_DIR}/exec-guard"));
+        }
+        match self.language {
+            Language::Python => {
+                let python = interpreters
+                    .python
+                    .clone()
+                    .ok_or("the image has no python3 on its PATH")?;
+                argv.extend([python, "-u".into(), "-B".into()]);
+                if self.is_empty() {
+                    argv.push(main);
+                } else {
+                    argv.push(format!("{INSTALL_DIR}/python_guard.py"));
+                    argv.push(self.settings(&main));
+                    argv.push(main);
+                }
+            }
+            Language::JavaScript => {
+                let (node, major) = interpreters
+                    .node
+                    .clone()
+                    .ok_or("the image has no node on its PATH")?;
+                argv.push(node);
+                if let Some(rule) = &self.permission {
+                    match major {
+                        22.. => argv.extend([
+                            "--permission".into(),
+                            "--allow-fs-read=*".into(),
+                            format!("--allow-fs-write={}", super::container::WORKDIR),
+                            "--allow-fs-write=/tmp".into(),
+                        ]),
+                        20..=21 => argv.extend([
+                            "--experimental-permission".into(),
+                            "--allow-fs-read=*".into(),
+                            format!("--allow-fs-write={},/tmp", super::container::WORKDIR),
+                        ]),
+                        _ => {
+                            return Err(format!(
+                                "the policy's rule `{}` is enforced at run time with Node's \
+                                 permission model, which Node {major} lacks (it needs Node 20 \
+                                 or later): point the policy's `images.javascript` at a newer \
+                                 Node image",
+                                rule.id
+                            ))
+                        }
+                    }
+                }
+                if self.codegen.is_some() {
+                    argv.push("--disallow-code-generation-from-strings".into());
+                }
+                if !self.is_empty() {
+                    argv.push("--require".into());
+                    argv.push(format!("{INSTALL_DIR}/node_guard.cjs"));
+                    env.push(("CODE_SANDBOX_GUARD".into(), self.settings(&main)));
+                }
+                argv.push(main);
+            }
+        }
+        Ok((argv, env))
+    }
+
+    /// The layers this guard turns on, for the README's table and the logs.
+    pub fn layers(&self) -> Vec<&'static str> {
+        let mut layers = Vec::new();
+        if !self.rules.is_empty() {
+            layers.push(match self.language {
+                Language::Python => "python-audit-hook",
+                Language::JavaScript => "node-guard",
+            });
+        }
+        if self.permission.is_some() {
+            layers.push("node-permission");
+        }
+        if self.codegen.is_some() {
+            layers.push("node-codegen");
+        }
+        if self.kernel_floor.is_some() {
+            layers.push("kernel");
+        }
+        layers
+    }
+}
+
+/// A deny rule as the guard of `language` reads it, or `None` when it matches nothing
+/// that can be seen at run time (a parse-error rule, a rule for another language).
+fn guard_rule(rule: &Rule, language: Language) -> Option<GuardRule> {
+    let matchers = [&rule.any_language, rule.matcher(language)];
+    let collect = |pick: fn(&crate::policy::Matcher) -> Vec<String>| -> Vec<String> {
+        matchers.iter().flat_map(|m| pick(m)).collect()
+    };
+    let modules = collect(|m| m.modules.clone());
+    let references = collect(|m| m.references.clone());
+    let dynamic = collect(|m| m.dynamic.iter().map(|d| d.0.clone()).collect());
+    if modules.is_empty() && references.is_empty() && dynamic.is_empty() {
+        return None;
+    }
+    Some(GuardRule {
+        id: rule.id.clone(),
+        message: rule.message.clone(),
+        modules,
+        references,
+        dynamic,
+    })
+}
+
+/// The line a run-time layer writes (after [`MARKER`]) when it stops a run.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+struct BlockLine {
+    rule: String,
+    #[serde(default)]
+    message: String,
+    layer: String,
+    #[serde(default)]
+    attempted: String,
+    #[serde(default)]
+    line: Option<u32>,
+}
+
+/// Takes the block lines out of `stderr` and turns them into findings of `policy`'s
+/// rules. A line naming a rule the policy does not have, or one that does not parse,
+/// is left in stderr as the program wrote it.
+pub fn take_blocks(stderr: &mut String, policy: &Policy) -> Vec<Finding> {
+    if !stderr.contains(MARKER) {
+        return Vec::new();
+    }
+    let mut findings = Vec::new();
+    let mut kept = String::with_capacity(stderr.len());
+    for line in stderr.split_inclusive('\n') {
+        let parsed = line
+            .strip_prefix(MARKER)
+            .and_then(|json| serde_json::from_str::<BlockLine>(json.trim_end()).ok())
+            .and_then(|block| {
+                let rule = policy.rules.iter().find(|r| r.id == block.rule)?;
+                Some(block_finding(rule, block))
+            });
+        match parsed {
+            Some(finding) => findings.push(finding),
+            None => kept.push_str(line),
+        }
+    }
+    *stderr = kept;
+    findings
+}
+
+fn block_finding(rule: &Rule, block: BlockLine) -> Finding {
+    let layer = [
+        Layer::PythonAuditHook,
+        Layer::NodePermission,
+        Layer::NodeCodegen,
+    ]
+    .into_iter()
+    .find(|layer| layer.as_str() == block.layer)
+    .unwrap_or(Layer::NodeGuard);
+    let message = if block.message.is_empty() {
+        rule.message.clone()
+    } else {
+        block.message
+    };
+    let attempted: String = block.attempted.chars().take(200).collect();
+    let line = block.line.unwrap_or(0);
+    Finding {
+        rule: rule.id.clone(),
+        category: rule.category.clone(),
+        action: Action::Deny,
+        message: format!("{message} (stopped while running: {attempted})"),
+        line,
+        column: u32::from(line > 0),
+        end_line: line,
+        end_column: u32::from(line > 0),
+        layer,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_policy_turns_on_every_layer() {
+        let policy = Policy::preset("default").unwrap();
+        let python = Guard::new(&policy, Language::Python);
+        assert_eq!(python.layers(), ["python-audit-hook", "kernel"]);
+        assert_eq!(python.kernel_floor.as_ref().unwrap().id, "process-exec");
+        let node = Guard::new(&policy, Language::JavaScript);
+        assert_eq!(
+            node.layers(),
+            ["node-guard", "node-permission", "node-codegen", "kernel"]
+        );
+    }
+
+    #[test]
+    fn rules_at_warn_or_off_install_nothing() {
+        let mut policy = Policy::preset("default").unwrap();
+        for rule in &mut policy.rules {
+            rule.action = Action::Warn;
+        }
+        let guard = Guard::new(&policy, Language::Python);
+        assert!(guard.is_empty());
+        let interpreters = Interpreters::parse("python3=/usr/bin/python3\n");
+        let (argv, env) = guard.command(&interpreters, "main.py").unwrap();
+        assert_eq!(argv, ["/usr/bin/python3", "-u", "-B", "/sandbox/main.py"]);
+        assert!(env.is_empty());
+    }
+
+    #[test]
+    fn node_flags_follow_the_version_and_old_node_is_refused() {
+        let policy = Policy::preset("default").unwrap();
+        let guard = Guard::new(&policy, Language::JavaScript);
+        let node = |version: &str| {
+            Interpreters::parse(&format!("node=/usr/bin/node\nnode-version={version}\n"))
+        };
+        let (argv, env) = guard.command(&node("v22.3.0"), "main.cjs").unwrap();
+        assert!(argv.contains(&"--permission".to_string()), "{argv:?}");
+        assert!(argv.contains(&"--disallow-code-generation-from-strings".to_string()));
+        assert_eq!(env[0].0, "CODE_SANDBOX_GUARD");
+        let (argv, _) = guard.command(&node("v20.19.2"), "main.mjs").unwrap();
+        assert!(
+            argv.contains(&"--experimental-permission".to_string()),
+            "{argv:?}"
+        );
+        assert_eq!(argv.last().unwrap(), "/sandbox/main.mjs");
+        let refused = guard.command(&node("v18.19.0"), "main.cjs").unwrap_err();
+        assert!(refused.contains("Node 20 or later"), "{refused}");
+    }
+
+    #[test]
+    fn block_lines_become_findings_and_leave_stderr() {
+        let policy = Policy::preset("default").unwrap();
+        let mut stderr = format!(
+            "warming up\n{MARKER}{{\"rule\":\"process-exec\",\"layer\":\"python-audit-hook\",\"attempted\":\"os.system 'id'\",\"line\":3}}\n"
+        );
+        let findings = take_blocks(&mut stderr, &policy);
+        assert_eq!(stderr, "warming up\n");
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].rule, "process-exec");
+        assert_eq!(findings[0].layer, Layer::PythonAuditHook);
+        assert_eq!(findings[0].line, 3);
+        assert!(findings[0].message.contains("os.system 'id'"));
+        // A forged line naming no rule of the policy stays as written.
+        let mut forged = format!("{MARKER}{{\"rule\":\"nope\",\"layer\":\"x\"}}\n");
+        assert!(take_blocks(&mut forged, &policy).is_empty());
+        assert!(forged.starts_with(MARKER));
+    }
+
+    #[test]
+    fn the_probe_output_is_read() {
+        let found = Interpreters::parse("python3=/usr/local/bin/python3\nnode=\nnode-version=\n");
+        assert_eq!(found.python.as_deref(), Some("/usr/local/bin/python3"));
+        assert_eq!(found.node, None);
+        assert!(install_script().contains("head -c"));
+        assert_eq!(
+            install_input().len(),
+            files().iter().map(|(_, b, _)| b.len()).sum::<usize>()
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! The run-time layers against the real engine and the offline image: each stops what
+//! it is for with the static check out of the way (the tests call the sandbox directly,
+//! as if the checker had let everything through), reports like a denial, keeps the
+//! output printed before the stop, and installs nothing for a rule that only warns.
+
+mod common;
+
+use code_sandbox_mcp::analysis::{analyze, Language};
+use code_sandbox_mcp::policy::{Action, Layer, Policy};
+use code_sandbox_mcp::sandbox::{guard, RunOutcome, RunRequest, Sandbox, SandboxError};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+const CANARY: &str = "CANARY-PROC-42";
+
+fn policy(adjust: impl FnOnce(&mut Policy)) -> Arc<Policy> {
+    let path = common::local_image_policy();
+    let mut policy =
+        Policy::discover(Some(path.to_str().unwrap()), common::root()).expect("test policy");
+    policy.pool.size = 0;
+    adjust(&mut policy);
+    Arc::new(policy)
+}
+
+async fn run_with(
+    policy: Arc<Policy>,
+    language: Language,
+    code: &str,
+) -> Result<RunOutcome, SandboxError> {
+    let sandbox = Sandbox::new(policy);
+    let request = RunRequest {
+        kind: analyze(language, code).kind,
+        code: code.to_string(),
+        timeout: None,
+        env: Vec::new(),
+    };
+    let outcome = sandbox.run(request, CancellationToken::new()).await;
+    sandbox.shutdown().await;
+    outcome
+}
+
+async fn run(language: Language, code: &str) -> RunOutcome {
+    run_with(policy(|_| {}), language, code)
+        .await
+        .expect("the run happens")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_audit_hooks_stop_a_process_the_checker_would_have_missed() {
+    if !common::docker_ready() {
+        return;
+    }
+    let code = "import os\nprint('before', flush=True)\nf = getattr(os, ''.join(['sys', 'tem']))\nf('echo CANARY-PROC-$((40+2))')\nprint('after')\n";
+    let outcome = run(Language::Python, code).await;
+    assert_eq!(outcome.stdout, "before\n", "{outcome:?}");
+    assert!(!outcome.stderr.contains(guard::MARKER), "{outcome:?}");
+    let block = outcome
+        .blocked
+        .first()
+        .unwrap_or_else(|| panic!("not blocked: {outcome:?}"));
+    assert_eq!(block.rule, "process-exec");
+    assert_eq!(block.layer, Layer::PythonAuditHook);
+    assert_eq!(block.line, 4, "{block:?}");
+    assert!(block.message.contains("os.system"), "{block:?}");
+    assert_eq!(outcome.exit_code, 126);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_string_code_from_the_snippet_is_stopped_and_library_code_is_not() {
+    if !common::docker_ready() {
+        return;
+    }
+    let code = "import dataclasses, collections\n@dataclasses.dataclass\nclass P:\n    x: int\nprint(dataclasses.asdict(P(1)), collections.namedtuple('T', 'a b')(1, 2))\nsrc = 'print(\"CANARY-CODE-\" + str(6*7))'\nexec(src)\n";
+    let outcome = run(Language::Python, code).await;
+    assert_eq!(outcome.stdout, "{'x': 1} T(a=1, b=2)\n", "{outcome:?}");
+    assert!(!outcome.stdout.contains("CANARY-CODE-42"));
+    let block = outcome
+        .blocked
+        .first()
+        .unwrap_or_else(|| panic!("not blocked: {outcome:?}"));
+    assert_eq!(block.rule, "dynamic-code");
+    assert_eq!(block.line, 7);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_keeps_its_usual_semantics_under_the_guard() {
+    if !common::docker_ready() {
+        return;
+    }
+    let code = "import sys\nprint(__name__, __file__, sys.argv, sys.path[0])\nprint(sorted(k for k in globals() if not k.startswith('__')))\nraise KeyError('boom')\n";
+    let outcome = run(Language::Python, code).await;
+    assert_eq!(
+        outcome.stdout, "__main__ /sandbox/main.py ['main.py'] /sandbox\n['sys']\n",
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.exit_code, 1);
+    assert!(outcome.blocked.is_empty());
+    assert!(
+        outcome.stderr.contains("File \"/sandbox/main.py\", line 4"),
+        "{}",
+        outcome.stderr
+    );
+    assert!(
+        !outcome.stderr.contains("python_guard"),
+        "{}",
+        outcome.stderr
+    );
+    assert!(
+        outcome.stderr.trim_end().ends_with("KeyError: 'boom'"),
+        "{}",
+        outcome.stderr
+    );
+    let exit = run(Language::Python, "import sys\nsys.exit(3)\n").await;
+    assert_eq!(exit.exit_code, 3, "{exit:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_at_warn_installs_nothing_at_run_time() {
+    if !common::docker_ready() {
+        return;
+    }
+    let warn_only = policy(|p| {
+        for rule in &mut p.rules {
+            rule.action = Action::Warn;
+        }
+    });
+    let code = "import os\nos.system('echo CANARY-PROC-$((40+2))')\n";
+    let outcome = run_with(warn_only, Language::Python, code)
+        .await
+        .expect("runs");
+    assert_eq!(outcome.stdout, format!("{CANARY}\n"), "{outcome:?}");
+    assert!(outcome.blocked.is_empty());
+}
+
+/// The kernel floor alone: the interpreter started under `exec-guard` with no audit
+/// hooks at all still cannot start a process, by any route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kernel_floor_alone_stops_fork_and_exec() {
+    if !common::docker_ready() {
+        return;
+    }
+    let dir = common::scratch("kernel-floor");
+    let (_, bytes, _) = guard::files()
+        .into_iter()
+        .find(|(name, _, _)| *name == "exec-guard")
+        .unwrap();
+    assert!(!bytes.is_empty(), "this platform has no exec-guard");
+    let helper = dir.join("exec-guard");
+    std::fs::write(&helper, bytes).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let script = r#"
+import os, subprocess, threading
+t = threading.Thread(target=lambda: print("thread ok")); t.start(); t.join()
+def attempt(name, f):
+    try:
+        f(); print(name, "RAN")
+    except OSError as e:
+        print(name, "errno", e.errno)
+attempt("fork", os.fork)
+attempt("popen", lambda: subprocess.run(["/bin/echo", "CANARY-PROC-" + "42"]))
+attempt("posix_spawn", lambda: os.posix_spawn("/bin/echo", ["echo", "x"], {}))
+fd = os.memfd_create("m"); os.write(fd, open("/bin/echo", "rb").read())
+attempt("fexecve", lambda: os.execve(fd, ["echo", "x"], {}))
+attempt("execv", lambda: os.execv("/bin/sh", ["sh", "-c", "echo CANARY-PROC-$((40+2))"]))
+print("system", os.system("echo CANARY-PROC-$((40+2))"))
+"#;
+    let output = std::process::Command::new("docker")
+        .args(["run", "--rm", "--network", "none", "--user", "65534:65534"])
+        .args(["--security-opt", "no-new-privileges", "--cap-drop", "ALL"])
+        .arg("-v")
+        .arg(format!("{}:/guard/exec-guard:ro", helper.display()))
+        .args([
+            common::LOCAL_IMAGE,
+            "/guard/exec-guard",
+            "/usr/bin/python3",
+            "-c",
+            script,
+        ])
+        .output()
+        .expect("docker run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!stdout.contains(CANARY), "{stdout}");
+    for line in [
+        "thread ok",
+        "fork errno 1",
+        "popen errno 1",
+        "posix_spawn errno 1",
+        "fexecve errno 1",
+        "execv errno 1",
+    ] {
+        assert!(
+            stdout.contains(line),
+            "missing `{line}` in:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert!(output.status.success(), "{output:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_guard_stops_a_built_module_name_and_codegen() {
+    if !common::docker_ready() {
+        return;
+    }
+    let code = "console.log('before');\nconst m = 'child_' + ['pro', 'cess'].join('');\nrequire(m).execSync('echo CANARY-PROC-$((40+2))', {stdio: 'inherit'});\n";
+    let outcome = run(Language::JavaScript, code).await;
+    assert_eq!(outcome.stdout, "before\n", "{outcome:?}");
+    let block = outcome
+        .blocked
+        .first()
+        .unwrap_or_else(|| panic!("not blocked: {outcome:?}"));
+    assert_eq!(block.rule, "process-exec");
+    assert_eq!(block.layer, Layer::NodeGuard);
+    assert_eq!(block.line, 3, "{block:?}");
+    let codegen = run(
+        Language::JavaScript,
+        "const f = [].map.constructor;\nconsole.log(f('return 6*7')());\n",
+    )
+    .await;
+    assert!(!codegen.stdout.contains("42"), "{codegen:?}");
+    let block = codegen
+        .blocked
+        .first()
+        .unwrap_or_else(|| panic!("not blocked: {codegen:?}"));
+    assert_eq!(block.rule, "dynamic-code");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_without_a_permission_model_is_refused_not_run_with_less() {
+    if !common::docker_ready() || !common::old_node_image_ready() {
+        return;
+    }
+    let old = policy(|p| p.images.javascript = common::OLD_NODE_IMAGE.to_string());
+    let result = run_with(old, Language::JavaScript, "console.log(1)").await;
+    match result {
+        Err(SandboxError::LayerUnavailable(message)) => {
+            assert!(message.contains("Node 20 or later"), "{message}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
