@@ -124,11 +124,16 @@ async fn a_rule_at_warn_installs_nothing_at_run_time() {
             rule.action = Action::Warn;
         }
     });
-    let code = "import os\nos.system('echo CANARY-PROC-$((40+2))')\n";
+    // With every rule at warn a process starts; the hardening filter stays on.
+    let code = "import os, ctypes\nos.system('echo CANARY-PROC-$((40+2))')\nlibc = ctypes.CDLL(None, use_errno=True)\nprint('io_uring_setup', libc.syscall(425, 8, None), ctypes.get_errno())\n";
     let outcome = run_with(warn_only, Language::Python, code)
         .await
         .expect("runs");
-    assert_eq!(outcome.stdout, format!("{CANARY}\n"), "{outcome:?}");
+    assert_eq!(
+        outcome.stdout,
+        format!("{CANARY}\nio_uring_setup -1 1\n"),
+        "{outcome:?}"
+    );
     assert!(outcome.blocked.is_empty());
 }
 
@@ -173,6 +178,7 @@ print("system", os.system("echo CANARY-PROC-$((40+2))"))
         .args([
             common::LOCAL_IMAGE,
             "/guard/exec-guard",
+            "--floor",
             "/usr/bin/python3",
             "-c",
             script,

@@ -43,6 +43,18 @@ mod sys {
     pub const GETRANDOM: usize = 318;
     pub const EXECVEAT: u32 = 322;
     pub const CLONE3: u32 = 435;
+    pub const IO_URING_SETUP: u32 = 425;
+    pub const IO_URING_ENTER: u32 = 426;
+    pub const IO_URING_REGISTER: u32 = 427;
+    pub const USERFAULTFD: u32 = 323;
+    pub const PERF_EVENT_OPEN: u32 = 298;
+    pub const BPF: u32 = 321;
+    pub const PTRACE: u32 = 101;
+    pub const PROCESS_VM_READV: u32 = 310;
+    pub const PROCESS_VM_WRITEV: u32 = 311;
+    pub const KEYCTL: u32 = 250;
+    pub const ADD_KEY: u32 = 248;
+    pub const REQUEST_KEY: u32 = 249;
     /// AUDIT_ARCH_X86_64.
     pub const AUDIT_ARCH: u32 = 0xc000_003e;
     /// Syscall numbers at or above this are the x32 ABI.
@@ -78,6 +90,18 @@ mod sys {
     pub const GETRANDOM: usize = 278;
     pub const EXECVEAT: u32 = 281;
     pub const CLONE3: u32 = 435;
+    pub const IO_URING_SETUP: u32 = 425;
+    pub const IO_URING_ENTER: u32 = 426;
+    pub const IO_URING_REGISTER: u32 = 427;
+    pub const USERFAULTFD: u32 = 282;
+    pub const PERF_EVENT_OPEN: u32 = 241;
+    pub const BPF: u32 = 280;
+    pub const PTRACE: u32 = 117;
+    pub const PROCESS_VM_READV: u32 = 270;
+    pub const PROCESS_VM_WRITEV: u32 = 271;
+    pub const KEYCTL: u32 = 219;
+    pub const ADD_KEY: u32 = 217;
+    pub const REQUEST_KEY: u32 = 218;
     /// AUDIT_ARCH_AARCH64.
     pub const AUDIT_ARCH: u32 = 0xc000_00b7;
     pub const X32_BIT: u32 = u32::MAX;
@@ -170,36 +194,140 @@ const fn jump(code: u16, k: u32, jt: u8, jf: u8) -> Insn {
     Insn { code, jt, jf, k }
 }
 
-/// The filter, with `path` the one address `execve` may name. Jumps are relative:
-/// the target is the next instruction plus the offset.
-fn filter(path: usize) -> [Insn; 21] {
+/// Where a jump goes; resolved to relative offsets once the program is laid out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum To {
+    Next,
+    Allow,
+    Eperm,
+    Enosys,
+    Clone,
+    Exec,
+}
+
+/// A filter program under construction: at most 64 instructions.
+struct Builder {
+    insns: [Insn; 64],
+    /// Per instruction: the symbolic targets of a conditional jump (true, false).
+    targets: [(To, To); 64],
+    len: usize,
+    labels: [usize; 6],
+}
+
+impl Builder {
+    fn new() -> Builder {
+        Builder {
+            insns: [stmt(0, 0); 64],
+            targets: [(To::Next, To::Next); 64],
+            len: 0,
+            labels: [0; 6],
+        }
+    }
+
+    fn push(&mut self, insn: Insn, targets: (To, To)) {
+        if self.len == self.insns.len() {
+            die(b"filter too long");
+        }
+        self.insns[self.len] = insn;
+        self.targets[self.len] = targets;
+        self.len += 1;
+    }
+
+    fn stmt(&mut self, code: u16, k: u32) {
+        self.push(stmt(code, k), (To::Next, To::Next));
+    }
+
+    fn jump(&mut self, code: u16, k: u32, jt: To, jf: To) {
+        self.push(jump(code, k, 0, 0), (jt, jf));
+    }
+
+    fn label(&mut self, at: To) {
+        self.labels[at as usize] = self.len;
+    }
+
+    /// Fills in the relative offsets; every jump goes forward, as BPF requires.
+    fn finish(&mut self) -> &[Insn] {
+        for i in 0..self.len {
+            let (jt, jf) = self.targets[i];
+            if (jt, jf) == (To::Next, To::Next) {
+                continue; // a plain statement, or a jump laid out by hand
+            }
+            let offset = |to: To, labels: &[usize; 6]| -> u8 {
+                if to == To::Next {
+                    return 0;
+                }
+                let target = labels[to as usize];
+                if target <= i || target - i - 1 > 255 {
+                    die(b"bad filter jump");
+                }
+                (target - i - 1) as u8
+            };
+            self.insns[i].jt = offset(jt, &self.labels);
+            self.insns[i].jf = offset(jf, &self.labels);
+        }
+        &self.insns[..self.len]
+    }
+}
+
+/// Calls no sandboxed program needs, refused with `EPERM` whatever the policy: the
+/// engine's default profile already refuses most of them; `io_uring_*` it allows in
+/// older engines, and it is a route around syscall filtering altogether.
+const HARDENING: &[u32] = &[
+    sys::IO_URING_SETUP,
+    sys::IO_URING_ENTER,
+    sys::IO_URING_REGISTER,
+    sys::USERFAULTFD,
+    sys::PERF_EVENT_OPEN,
+    sys::BPF,
+    sys::PTRACE,
+    sys::PROCESS_VM_READV,
+    sys::PROCESS_VM_WRITEV,
+    sys::KEYCTL,
+    sys::ADD_KEY,
+    sys::REQUEST_KEY,
+];
+
+/// The filter: the hardening list always; with `floor`, no fork and no exec but of
+/// `path`, the one address this program's own `execve` names.
+fn build_filter(builder: &mut Builder, floor: bool, path: usize) {
     let lo = path as u32;
     let hi = ((path as u64) >> 32) as u32;
-    [
-        /* 0 */ stmt(LD_W_ABS, ARCH),
-        /* 1 */ jump(JEQ_K, sys::AUDIT_ARCH, 1, 0), // our ABI: go on at 3
-        /* 2 */ stmt(RET_K, SECCOMP_RET_KILL_PROCESS),
-        /* 3 */ stmt(LD_W_ABS, NR),
-        /* 4 */ jump(JGE_K, sys::X32_BIT, 14, 0), // another ABI -> 19
-        /* 5 */ jump(JEQ_K, sys::EXECVE, 8, 0), // -> 14
-        /* 6 */ jump(JEQ_K, sys::EXECVEAT, 12, 0), // -> 19
-        /* 7 */ jump(JEQ_K, sys::FORK, 11, 0), // -> 19
-        /* 8 */ jump(JEQ_K, sys::VFORK, 10, 0), // -> 19
-        /* 9 */ jump(JEQ_K, sys::CLONE3, 10, 0), // -> 20
-        /* 10 */ jump(JEQ_K, sys::CLONE, 1, 0), // -> 12
-        /* 11 */ stmt(RET_K, SECCOMP_RET_ALLOW),
+    builder.stmt(LD_W_ABS, ARCH);
+    // Our ABI goes on past the kill; any other is killed.
+    builder.push(jump(JEQ_K, sys::AUDIT_ARCH, 1, 0), (To::Next, To::Next));
+    builder.stmt(RET_K, SECCOMP_RET_KILL_PROCESS);
+    builder.stmt(LD_W_ABS, NR);
+    builder.jump(JGE_K, sys::X32_BIT, To::Eperm, To::Next);
+    for &nr in HARDENING {
+        builder.jump(JEQ_K, nr, To::Eperm, To::Next);
+    }
+    if floor {
+        builder.jump(JEQ_K, sys::EXECVE, To::Exec, To::Next);
+        builder.jump(JEQ_K, sys::EXECVEAT, To::Eperm, To::Next);
+        builder.jump(JEQ_K, sys::FORK, To::Eperm, To::Next);
+        builder.jump(JEQ_K, sys::VFORK, To::Eperm, To::Next);
+        builder.jump(JEQ_K, sys::CLONE3, To::Enosys, To::Next);
+        builder.jump(JEQ_K, sys::CLONE, To::Clone, To::Next);
+    }
+    builder.stmt(RET_K, SECCOMP_RET_ALLOW);
+    if floor {
         // clone: a thread (CLONE_THREAD in the flags, argument 0) or nothing.
-        /* 12 */ stmt(LD_W_ABS, ARG0_LO),
-        /* 13 */ jump(JSET_K, CLONE_THREAD, 4, 5), // -> 18 / 19
+        builder.label(To::Clone);
+        builder.stmt(LD_W_ABS, ARG0_LO);
+        builder.jump(JSET_K, CLONE_THREAD, To::Allow, To::Eperm);
         // execve: only the one path address.
-        /* 14 */ stmt(LD_W_ABS, ARG0_LO),
-        /* 15 */ jump(JEQ_K, lo, 0, 3), // -> 16 / 19
-        /* 16 */ stmt(LD_W_ABS, ARG0_HI),
-        /* 17 */ jump(JEQ_K, hi, 0, 1), // -> 18 / 19
-        /* 18 */ stmt(RET_K, SECCOMP_RET_ALLOW),
-        /* 19 */ stmt(RET_K, SECCOMP_RET_ERRNO | EPERM),
-        /* 20 */ stmt(RET_K, SECCOMP_RET_ERRNO | ENOSYS),
-    ]
+        builder.label(To::Exec);
+        builder.stmt(LD_W_ABS, ARG0_LO);
+        builder.jump(JEQ_K, lo, To::Next, To::Eperm);
+        builder.stmt(LD_W_ABS, ARG0_HI);
+        builder.jump(JEQ_K, hi, To::Allow, To::Eperm);
+    }
+    builder.label(To::Allow);
+    builder.stmt(RET_K, SECCOMP_RET_ALLOW);
+    builder.label(To::Eperm);
+    builder.stmt(RET_K, SECCOMP_RET_ERRNO | EPERM);
+    builder.label(To::Enosys);
+    builder.stmt(RET_K, SECCOMP_RET_ERRNO | ENOSYS);
 }
 
 fn syscall(nr: usize, args: &[usize]) -> isize {
@@ -273,10 +401,15 @@ unsafe extern "C" fn guard_main(sp: *const usize) -> ! {
     let argc = *sp;
     let argv = sp.add(1) as *const *const u8;
     let envp = argv.add(argc + 1);
-    if argc < 2 {
-        die(b"usage: exec-guard /absolute/path/to/program [ARGS...]");
+    let mut first = 1;
+    let floor = argc > 1 && is(*argv.add(1), b"--floor\0");
+    if floor {
+        first = 2;
     }
-    let program = *argv.add(1);
+    if argc <= first {
+        die(b"usage: exec-guard [--floor] /absolute/path/to/program [ARGS...]");
+    }
+    let program = *argv.add(first);
     let mut len = 0usize;
     while *program.add(len) != 0 {
         len += 1;
@@ -293,7 +426,9 @@ unsafe extern "C" fn guard_main(sp: *const usize) -> ! {
     for i in 0..=len {
         core::ptr::write_volatile(path.add(i), core::ptr::read_volatile(program.add(i)));
     }
-    let insns = filter(path as usize);
+    let mut builder = Builder::new();
+    build_filter(&mut builder, floor, path as usize);
+    let insns = builder.finish();
     let program_header = Program {
         len: insns.len() as u16,
         filter: insns.as_ptr(),
@@ -314,11 +449,26 @@ unsafe extern "C" fn guard_main(sp: *const usize) -> ! {
     }
     let err = syscall(
         sys::EXECVE as usize,
-        &[path as usize, argv.add(1) as usize, envp as usize],
+        &[path as usize, argv.add(first) as usize, envp as usize],
     );
     let _ = err;
     die(b"cannot execute the program (missing, or not executable?)")
 }
+
+/// True when the NUL-terminated `arg` equals `expected` (which ends in NUL).
+unsafe fn is(arg: *const u8, expected: &[u8]) -> bool {
+    for (i, &byte) in expected.iter().enumerate() {
+        if *arg.add(i) != byte {
+            return false;
+        }
+    }
+    true
+}
+
+/// The precompiled `core` names an unwinding personality routine even under
+/// `panic=abort`; nothing here unwinds, so it is never called.
+#[no_mangle]
+extern "C" fn rust_eh_personality() {}
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

@@ -6,8 +6,9 @@
 //! - Node: the permission model (no child processes, workers, addons, WASI; writes only
 //!   to the scratch directories), `--disallow-code-generation-from-strings`, and
 //!   `node_guard.cjs`, a preload that refuses denied built-in modules and internals;
-//! - both: `exec-guard` (exec_guard.rs), the kernel floor under a rule that denies
-//!   starting processes: a seccomp filter under which nothing can fork or exec.
+//! - both: `exec-guard` (exec_guard.rs), a seccomp filter stacked on the engine's own
+//!   profile: always without io_uring, userfaultfd, bpf, ptrace and the like, and, as
+//!   the kernel floor under a rule that denies starting processes, without fork or exec.
 //!
 //! Only deny rules install anything; a rule at `warn` or `off` is never enforced here.
 //! A layer the policy needs but the image cannot provide (Node older than 20 has no
@@ -257,16 +258,21 @@ impl Guard {
         let main = format!("{}/{file}", super::container::WORKDIR);
         let mut argv = Vec::new();
         let mut env = Vec::new();
-        if let Some(rule) = &self.kernel_floor {
-            if EXEC_GUARD.is_empty() {
-                return Err(format!(
-                    "the policy's rule `{}` denies starting processes, and this build of \
-                     code-sandbox-mcp has no kernel-level guard for this platform (Linux on \
-                     x86-64 or aarch64 only), so the code is not run",
-                    rule.id
-                ));
-            }
+        // The helper always wraps the interpreter where it exists: its hardening filter
+        // (no io_uring, userfaultfd, bpf, ptrace…) is on whatever the rules say; the
+        // floor (no fork, no exec) only under a rule that denies starting processes.
+        if !EXEC_GUARD.is_empty() {
             argv.push(format!("{INSTALL_DIR}/exec-guard"));
+            if self.kernel_floor.is_some() {
+                argv.push("--floor".into());
+            }
+        } else if let Some(rule) = &self.kernel_floor {
+            return Err(format!(
+                "the policy's rule `{}` denies starting processes, and this build of \
+                 code-sandbox-mcp has no kernel-level guard for this platform (Linux on \
+                 x86-64 or aarch64 only), so the code is not run",
+                rule.id
+            ));
         }
         match self.language {
             Language::Python => {
@@ -466,7 +472,16 @@ mod tests {
         assert!(guard.is_empty());
         let interpreters = Interpreters::parse("python3=/usr/bin/python3\n");
         let (argv, env) = guard.command(&interpreters, "main.py").unwrap();
-        assert_eq!(argv, ["/usr/bin/python3", "-u", "-B", "/sandbox/main.py"]);
+        assert_eq!(
+            argv,
+            [
+                "/opt/code-sandbox/exec-guard",
+                "/usr/bin/python3",
+                "-u",
+                "-B",
+                "/sandbox/main.py"
+            ]
+        );
         assert!(env.is_empty());
     }
 
