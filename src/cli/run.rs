@@ -236,10 +236,10 @@ fn report_outcome(
     match format {
         RunFormat::Text => {
             let mut stdout = std::io::stdout().lock();
-            let _ = stdout.write_all(outcome.stdout.as_bytes());
+            let _ = stdout.write_all(escape_controls(&outcome.stdout).as_bytes());
             let _ = stdout.flush();
             let mut stderr = std::io::stderr().lock();
-            let _ = stderr.write_all(outcome.stderr.as_bytes());
+            let _ = stderr.write_all(escape_controls(&outcome.stderr).as_bytes());
             if outcome.timed_out {
                 let _ = writeln!(stderr, "[killed: the wall-clock limit was reached]");
             }
@@ -259,6 +259,25 @@ fn report_outcome(
         }),
     }
     ExitCode::from(exit_status(outcome.exit_code))
+}
+
+/// The sandboxed program's text with terminal control sequences made visible: an
+/// untrusted program must not move the cursor, retitle the window or hide lines in the
+/// terminal of the person running it. Newlines and tabs stay as they are.
+fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let is_control = |c: char| (c.is_control() && c != '\n' && c != '\t');
+    if !text.chars().any(is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_control(c) {
+            escaped.push_str(&format!("\\x{{{:02x}}}", c as u32));
+        } else {
+            escaped.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
 }
 
 /// A process exit status from the snippet's exit code (which the engine reports as a
@@ -304,6 +323,15 @@ fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminal_controls_are_shown_not_obeyed() {
+        assert_eq!(escape_controls("plain\tline\n"), "plain\tline\n");
+        assert_eq!(
+            escape_controls("\u{1b}[2Jgone\r\u{9b}31m\u{7}"),
+            "\\x{1b}[2Jgone\\x{0d}\\x{9b}31m\\x{07}"
+        );
+    }
 
     #[test]
     fn exit_status_wraps_like_a_shell() {

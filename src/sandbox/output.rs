@@ -1,9 +1,18 @@
 //! Output capture with a hard cap: stdout and stderr kept apart, their sum bounded by
-//! `limits.output`. Past the cap nothing more is buffered (a flood cannot grow the
-//! server's memory), the stream that crossed it gets a marker line, and the caller keeps
-//! draining the exec stream so the program can still finish and report its exit code.
+//! `limits.output`, and neither able to crowd the other out.
+//!
+//! What an agent needs from a long run is the beginning (what started) and the end (the
+//! result, the traceback), so each stream keeps its head and its tail. The budget is
+//! shared fairly: a stream gets what it wrote up to half the cap, and what one stream
+//! leaves unused goes to the other; so a flood on stderr cannot hide a one-line result
+//! on stdout, and a flood on stdout cannot hide the traceback. Where a stream is cut, a
+//! marker line says how many bytes were left out. Memory stays bounded during the run:
+//! each stream buffers at most the cap (its head) plus half the cap (a ring of its
+//! latest bytes), whatever the program writes, and the caller keeps draining the exec
+//! stream so the program can still finish and report its exit code.
 
 use crate::policy::ByteSize;
+use std::collections::VecDeque;
 
 /// Which stream a chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,64 +21,117 @@ pub enum Stream {
     Stderr,
 }
 
+/// One stream: its first bytes, a ring of its latest bytes, and how much it wrote.
+#[derive(Debug, Default)]
+struct Kept {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl Kept {
+    fn push(&mut self, bytes: &[u8], head_room: usize, tail_room: usize) {
+        self.total += bytes.len() as u64;
+        let into_head = bytes.len().min(head_room.saturating_sub(self.head.len()));
+        self.head.extend_from_slice(&bytes[..into_head]);
+        let rest = &bytes[into_head..];
+        let rest = &rest[rest.len().saturating_sub(tail_room)..];
+        let overflow = (self.tail.len() + rest.len()).saturating_sub(tail_room);
+        self.tail.drain(..overflow.min(self.tail.len()));
+        self.tail.extend(rest);
+    }
+
+    /// The stream within `share` bytes: whole if it fits, else its first and last
+    /// `share / 2` bytes around a marker.
+    fn render(self, share: u64, limit: ByteSize) -> (Vec<u8>, bool) {
+        if self.total <= share {
+            let mut all = self.head;
+            all.extend(self.tail);
+            return (all, false);
+        }
+        let half = (share / 2) as usize;
+        // The end: the ring's bytes, and where the ring holds fewer than wanted, the
+        // end of the head (which the ring continues), never overlapping the start.
+        let from_tail = half.min(self.tail.len());
+        let head_end = self.head.len().saturating_sub(half - from_tail).max(half);
+        let mut last: Vec<u8> = self.head.get(head_end..).unwrap_or_default().to_vec();
+        last.extend(self.tail.iter().skip(self.tail.len() - from_tail));
+        let mut first = self.head;
+        first.truncate(half);
+        trim_incomplete_utf8_tail(&mut first);
+        let skip = last
+            .iter()
+            .take_while(|b| **b & 0b1100_0000 == 0b1000_0000)
+            .count();
+        last.drain(..skip);
+        let cut = self.total - first.len() as u64 - last.len() as u64;
+        let mut out = first;
+        if !out.is_empty() && !out.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+        out.extend_from_slice(
+            format!("[… {cut} bytes cut here: output is capped at {limit} (limits.output) …]\n")
+                .as_bytes(),
+        );
+        out.extend(last);
+        (out, true)
+    }
+}
+
 /// The two streams of one run, bounded together.
 #[derive(Debug)]
 pub struct Capture {
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
+    stdout: Kept,
+    stderr: Kept,
     limit: ByteSize,
-    kept: u64,
-    truncated: bool,
 }
 
 impl Capture {
     pub fn new(limit: ByteSize) -> Capture {
         Capture {
-            stdout: Vec::new(),
-            stderr: Vec::new(),
+            stdout: Kept::default(),
+            stderr: Kept::default(),
             limit,
-            kept: 0,
-            truncated: false,
         }
     }
 
-    /// Adds a chunk; once the cap is reached every later chunk is dropped.
+    /// Adds a chunk of one stream.
     pub fn push(&mut self, stream: Stream, bytes: &[u8]) {
-        if self.truncated || bytes.is_empty() {
-            return;
-        }
-        let room = self.limit.bytes().saturating_sub(self.kept);
-        let buffer = match stream {
+        let limit = usize::try_from(self.limit.bytes()).unwrap_or(usize::MAX);
+        let kept = match stream {
             Stream::Stdout => &mut self.stdout,
             Stream::Stderr => &mut self.stderr,
         };
-        if bytes.len() as u64 <= room {
-            buffer.extend_from_slice(bytes);
-            self.kept += bytes.len() as u64;
-            return;
-        }
-        buffer.extend_from_slice(&bytes[..room as usize]);
-        self.kept += room;
-        trim_incomplete_utf8_tail(buffer);
-        if !buffer.is_empty() && !buffer.ends_with(b"\n") {
-            buffer.push(b'\n');
-        }
-        buffer.extend_from_slice(format!("[output truncated at {}]\n", self.limit).as_bytes());
-        self.truncated = true;
+        kept.push(bytes, limit, limit / 2);
     }
 
-    #[cfg(test)]
-    pub fn truncated(&self) -> bool {
-        self.truncated
-    }
-
-    /// Both streams as text; bytes that are not UTF-8 become U+FFFD.
+    /// Both streams as text within the cap, and whether anything was cut; bytes that
+    /// are not UTF-8 become U+FFFD.
     pub fn finish(self) -> (String, String, bool) {
+        let limit = self.limit.bytes();
+        let (out, err) = (self.stdout.total, self.stderr.total);
+        let (out_share, err_share) = fair_shares(out, err, limit);
+        let (stdout, out_cut) = self.stdout.render(out_share, self.limit);
+        let (stderr, err_cut) = self.stderr.render(err_share, self.limit);
         (
-            String::from_utf8_lossy(&self.stdout).into_owned(),
-            String::from_utf8_lossy(&self.stderr).into_owned(),
-            self.truncated,
+            String::from_utf8_lossy(&stdout).into_owned(),
+            String::from_utf8_lossy(&stderr).into_owned(),
+            out_cut || err_cut,
         )
+    }
+}
+
+/// How `limit` bytes are split between two streams that wrote `a` and `b` bytes: each
+/// gets what it wrote up to half, and the other's unused half on top.
+fn fair_shares(a: u64, b: u64, limit: u64) -> (u64, u64) {
+    if a + b <= limit {
+        return (a, b);
+    }
+    let half = limit / 2;
+    match (a <= half, b <= half) {
+        (true, _) => (a, limit - a),
+        (_, true) => (limit - b, b),
+        _ => (half, limit - half),
     }
 }
 
@@ -100,61 +162,112 @@ fn trim_incomplete_utf8_tail(buffer: &mut Vec<u8>) {
 mod tests {
     use super::*;
 
+    fn capture(limit: u64, chunks: &[(Stream, &[u8])]) -> (String, String, bool) {
+        let mut capture = Capture::new(ByteSize(limit));
+        for (stream, bytes) in chunks {
+            capture.push(*stream, bytes);
+        }
+        capture.finish()
+    }
+
     #[test]
     fn keeps_both_streams_apart_under_the_cap() {
-        let mut capture = Capture::new(ByteSize(100));
-        capture.push(Stream::Stdout, b"out 1\n");
-        capture.push(Stream::Stderr, b"err 1\n");
-        capture.push(Stream::Stdout, b"out 2\n");
         assert_eq!(
-            capture.finish(),
+            capture(
+                100,
+                &[
+                    (Stream::Stdout, b"out 1\n"),
+                    (Stream::Stderr, b"err 1\n"),
+                    (Stream::Stdout, b"out 2\n"),
+                ]
+            ),
             ("out 1\nout 2\n".into(), "err 1\n".into(), false)
         );
     }
 
     #[test]
-    fn cuts_at_the_cap_counting_both_streams_and_marks_the_cut() {
-        let mut capture = Capture::new(ByteSize(1024));
-        capture.push(Stream::Stderr, &[b'e'; 1000]);
-        capture.push(Stream::Stdout, b"0123456789abcdefghijklmnopqrstuvwxyz");
-        capture.push(Stream::Stdout, b"dropped");
-        capture.push(Stream::Stderr, b"dropped");
-        let (stdout, stderr, truncated) = capture.finish();
-        assert!(truncated);
-        assert_eq!(
-            stdout,
-            "0123456789abcdefghijklmn\n[output truncated at 1KiB]\n"
-        );
-        assert_eq!(stderr.len(), 1000);
-    }
-
-    #[test]
     fn exactly_at_the_cap_is_not_truncated() {
-        let mut capture = Capture::new(ByteSize(4));
-        capture.push(Stream::Stdout, b"abcd");
-        assert!(!capture.truncated());
-        capture.push(Stream::Stdout, b"e");
-        assert!(capture.truncated());
+        assert!(!capture(4, &[(Stream::Stdout, b"abcd")]).2);
+        assert!(capture(4, &[(Stream::Stdout, b"abcde")]).2);
     }
 
     #[test]
-    fn a_character_cut_by_the_cap_is_dropped_whole() {
-        let mut capture = Capture::new(ByteSize(5));
-        capture.push(Stream::Stdout, "abcé€".as_bytes()); // é is 2 bytes, € is 3
-        let (stdout, _, _) = capture.finish();
-        assert_eq!(stdout, "abcé\n[output truncated at 5B]\n");
+    fn a_stderr_flood_leaves_stdout_whole_and_keeps_the_flood_s_ends() {
+        let mut flood = b"first error line\n".to_vec();
+        flood.extend(std::iter::repeat_n(b'e', 100_000));
+        flood.extend_from_slice(b"\nTraceback: the last line\n");
+        let (stdout, stderr, cut) = capture(
+            1000,
+            &[(Stream::Stdout, b"result = 42\n"), (Stream::Stderr, &flood)],
+        );
+        assert!(cut);
+        assert_eq!(stdout, "result = 42\n");
+        assert!(stderr.starts_with("first error line\n"), "{stderr}");
+        assert!(stderr.ends_with("Traceback: the last line\n"), "{stderr}");
+        assert!(stderr.contains("bytes cut here"), "{stderr}");
+        assert!(
+            stdout.len() + stderr.len() <= 1000 + 100,
+            "{}",
+            stderr.len()
+        );
+    }
 
-        let mut capture = Capture::new(ByteSize(4));
-        capture.push(Stream::Stdout, "abcé".as_bytes());
-        let (stdout, _, _) = capture.finish();
-        assert_eq!(stdout, "abc\n[output truncated at 4B]\n");
+    #[test]
+    fn two_floods_share_the_cap_evenly() {
+        let big = vec![b'x'; 50_000];
+        let (stdout, stderr, cut) =
+            capture(1000, &[(Stream::Stdout, &big), (Stream::Stderr, &big)]);
+        assert!(cut);
+        let marker_room = 100;
+        assert!(stdout.len() <= 500 + marker_room && stdout.len() >= 450);
+        assert!(stderr.len() <= 500 + marker_room && stderr.len() >= 450);
+        assert!(stdout.contains("49500 bytes cut here"), "{stdout}");
+    }
+
+    #[test]
+    fn a_short_tail_joins_the_end_of_the_head() {
+        // 12 bytes into a cap of 10: the head holds all of it but the last 2.
+        let (stdout, _, cut) = capture(10, &[(Stream::Stdout, b"0123456789AB")]);
+        assert!(cut);
+        assert!(stdout.starts_with("01234\n"), "{stdout}");
+        assert!(stdout.ends_with("789AB"), "{stdout}");
+    }
+
+    #[test]
+    fn characters_cut_by_the_cap_are_dropped_whole() {
+        let text = "é".repeat(100);
+        let (stdout, _, _) = capture(21, &[(Stream::Stdout, text.as_bytes())]);
+        assert!(!stdout.contains('\u{FFFD}'), "{stdout}");
+        // A share of 20 bytes: 10 from the start and 10 from the end, 5 characters each.
+        assert!(stdout.starts_with("ééééé\n["), "{stdout}");
+        assert!(stdout.ends_with("]\nééééé"), "{stdout}");
+        let (odd, _, _) = capture(19, &[(Stream::Stdout, text.as_bytes())]);
+        assert!(odd.starts_with("éééé\n["), "{odd}");
+        assert!(!odd.contains('\u{FFFD}'), "{odd}");
     }
 
     #[test]
     fn invalid_utf8_is_kept_with_replacement_characters() {
-        let mut capture = Capture::new(ByteSize(100));
-        capture.push(Stream::Stdout, b"ok \xff\xfe end\n");
-        let (stdout, _, _) = capture.finish();
+        let (stdout, _, _) = capture(100, &[(Stream::Stdout, b"ok \xff\xfe end\n")]);
         assert_eq!(stdout, "ok \u{FFFD}\u{FFFD} end\n");
+    }
+
+    #[test]
+    fn memory_stays_bounded_whatever_is_written() {
+        let mut capture = Capture::new(ByteSize(1000));
+        for _ in 0..1000 {
+            capture.push(Stream::Stdout, &[b'z'; 1000]);
+        }
+        assert!(capture.stdout.head.len() <= 1000);
+        assert!(capture.stdout.tail.len() <= 500);
+        assert_eq!(capture.stdout.total, 1_000_000);
+    }
+
+    #[test]
+    fn shares_follow_what_each_stream_wrote() {
+        assert_eq!(fair_shares(10, 20, 100), (10, 20));
+        assert_eq!(fair_shares(10, 500, 100), (10, 90));
+        assert_eq!(fair_shares(500, 10, 100), (90, 10));
+        assert_eq!(fair_shares(500, 500, 100), (50, 50));
     }
 }
