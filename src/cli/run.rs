@@ -265,7 +265,7 @@ fn report_outcome(
 /// untrusted program must not move the cursor, retitle the window or hide lines in the
 /// terminal of the person running it. Newlines and tabs stay as they are.
 fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    let is_control = |c: char| (c.is_control() && c != '\n' && c != '\t');
+    let is_control = |c: char| c.is_control() && c != '\n' && c != '\t';
     if !text.chars().any(is_control) {
         return std::borrow::Cow::Borrowed(text);
     }

@@ -21,6 +21,10 @@ pub const LABEL_PID: &str = "code-sandbox-mcp.pid";
 /// The owning process's start time (clock ticks since boot), so a reused pid is not
 /// mistaken for the owner still being alive.
 pub const LABEL_PID_START: &str = "code-sandbox-mcp.pid-start";
+/// The owning process's PID namespace (`pid:[inode]`): a pid only names the owner when
+/// read in the same namespace, so two containers of one host (same host name, same
+/// daemon socket) cannot mistake each other's live owner for a dead one.
+pub const LABEL_PIDNS: &str = "code-sandbox-mcp.pidns";
 /// The owning process's host name: pids only mean something on the same host.
 pub const LABEL_HOST: &str = "code-sandbox-mcp.host";
 

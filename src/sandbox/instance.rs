@@ -4,10 +4,15 @@
 //! and lets a later process remove the ones a crashed (SIGKILLed, OOM-killed, …)
 //! process could not.
 
-use super::container::{LABEL, LABEL_HOST, LABEL_PID, LABEL_PID_START};
+use super::container::{LABEL, LABEL_HOST, LABEL_PID, LABEL_PIDNS, LABEL_PID_START};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A container whose owner cannot be judged from here (another host or PID namespace,
+/// no pid label) is left alone until it is this old: no run, nor any session, lives
+/// that long, so by then it is surely abandoned.
+pub const UNJUDGEABLE_AGE: Duration = Duration::from_secs(24 * 3600);
 
 /// The identity stamped on the containers of one `Sandbox`.
 #[derive(Debug, Clone)]
@@ -16,6 +21,7 @@ pub struct Instance {
     pid: u32,
     pid_start: Option<u64>,
     host: String,
+    pid_namespace: Option<String>,
 }
 
 impl Instance {
@@ -34,6 +40,7 @@ impl Instance {
             pid,
             pid_start: process_start_time(pid),
             host: host_name(),
+            pid_namespace: pid_namespace(),
         }
     }
 
@@ -44,6 +51,7 @@ impl Instance {
             pid: 1,
             pid_start: None,
             host: "test".into(),
+            pid_namespace: None,
         }
     }
 
@@ -56,25 +64,28 @@ impl Instance {
         if let Some(start) = self.pid_start {
             labels.insert(LABEL_PID_START.to_string(), start.to_string());
         }
+        if let Some(namespace) = &self.pid_namespace {
+            labels.insert(LABEL_PIDNS.to_string(), namespace.clone());
+        }
         labels
     }
 
-    /// True when the labels say the container belongs to a process of this host that no
-    /// longer exists. Anything uncertain (another host, no pid, no /proc) is kept:
+    /// True when the labels say the container belongs to a process of this host and PID
+    /// namespace that no longer exists. Anything that cannot be judged (another host or
+    /// namespace, no pid, no /proc) is kept until it is [`UNJUDGEABLE_AGE`] old:
     /// removing a live instance's container would break its run.
-    pub fn owner_is_gone(&self, labels: &HashMap<String, String>) -> bool {
+    pub fn owner_is_gone(&self, labels: &HashMap<String, String>, age: Option<Duration>) -> bool {
         if labels.get(LABEL).is_some_and(|id| *id == self.id) {
             return false;
         }
-        if labels.get(LABEL_HOST) != Some(&self.host) {
-            return false;
-        }
-        let Some(pid) = labels.get(LABEL_PID).and_then(|p| p.parse::<u32>().ok()) else {
-            return false;
+        let pid = labels.get(LABEL_PID).and_then(|p| p.parse::<u32>().ok());
+        let judgeable = labels.get(LABEL_HOST) == Some(&self.host)
+            && self.pid_namespace.is_some()
+            && labels.get(LABEL_PIDNS) == self.pid_namespace.as_ref()
+            && std::path::Path::new("/proc/self/stat").exists();
+        let Some(pid) = pid.filter(|_| judgeable) else {
+            return age.is_some_and(|age| age > UNJUDGEABLE_AGE);
         };
-        if !std::path::Path::new("/proc/self/stat").exists() {
-            return false;
-        }
         match process_start_time(pid) {
             None => true,
             Some(start) => labels
@@ -92,6 +103,13 @@ fn process_start_time(pid: u32) -> Option<u64> {
     // The command name (field 2) is in parentheses and may contain spaces: skip past it.
     let after_name = &stat[stat.rfind(')')? + 1..];
     after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// This process's PID namespace, as the kernel names it (`pid:[4026531836]`).
+fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|link| link.to_string_lossy().into_owned())
 }
 
 fn host_name() -> String {
@@ -118,18 +136,18 @@ mod tests {
         let me = Instance::new();
         let other = Instance::new();
         // A sibling instance of the same, living process: never stale.
-        assert!(!me.owner_is_gone(&other.labels()));
+        assert!(!me.owner_is_gone(&other.labels(), None));
         // Our own containers: never stale.
-        assert!(!me.owner_is_gone(&me.labels()));
+        assert!(!me.owner_is_gone(&me.labels(), None));
         if std::path::Path::new("/proc/self/stat").exists() {
             let mut dead = other.labels();
             // pid_max is at most 2^22 on Linux.
             dead.insert(LABEL_PID.into(), "4194304".into());
-            assert!(me.owner_is_gone(&dead));
+            assert!(me.owner_is_gone(&dead, None));
             // Same pid, different start time: the pid was reused by another process.
             let mut reused = other.labels();
             reused.insert(LABEL_PID_START.into(), "1".into());
-            assert!(me.owner_is_gone(&reused));
+            assert!(me.owner_is_gone(&reused, None));
         }
     }
 
@@ -139,9 +157,28 @@ mod tests {
         let mut labels = Instance::new().labels();
         labels.insert(LABEL_PID.into(), "4194304".into());
         labels.insert(LABEL_HOST.into(), "some-other-host".into());
-        assert!(!me.owner_is_gone(&labels));
+        assert!(!me.owner_is_gone(&labels, None));
         let mut labels = Instance::new().labels();
         labels.remove(LABEL_PID);
-        assert!(!me.owner_is_gone(&labels));
+        assert!(!me.owner_is_gone(&labels, None));
+    }
+
+    #[test]
+    fn another_pid_namespace_is_left_alone_until_the_age_limit() {
+        let me = Instance::new();
+        if me.pid_namespace.is_none() {
+            return;
+        }
+        // A live instance in another container on this host: same host name, same
+        // daemon, and its pid means nothing here.
+        let mut labels = Instance::new().labels();
+        labels.insert(LABEL_PID.into(), "4194304".into());
+        labels.insert(LABEL_PIDNS.into(), "pid:[1]".into());
+        assert!(!me.owner_is_gone(&labels, None));
+        assert!(!me.owner_is_gone(&labels, Some(Duration::from_secs(3600))));
+        assert!(me.owner_is_gone(&labels, Some(UNJUDGEABLE_AGE + Duration::from_secs(1))));
+        // Labels from before namespaces were recorded cannot be judged either.
+        labels.remove(LABEL_PIDNS);
+        assert!(!me.owner_is_gone(&labels, Some(Duration::from_secs(60))));
     }
 }

@@ -496,7 +496,7 @@ impl Runtime {
                 list_labelled(&docker, &own)
                     .await
                     .into_iter()
-                    .map(|(id, _)| id),
+                    .map(|(id, _, _)| id),
             );
             if ids.is_empty() {
                 break;
@@ -525,8 +525,8 @@ impl Runtime {
         let stale: Vec<String> = list_labelled(docker, LABEL)
             .await
             .into_iter()
-            .filter(|(_, labels)| self.instance.owner_is_gone(labels))
-            .map(|(id, _)| id)
+            .filter(|(_, labels, age)| self.instance.owner_is_gone(labels, *age))
+            .map(|(id, _, _)| id)
             .collect();
         if stale.is_empty() {
             return;
@@ -566,8 +566,11 @@ impl Drop for Discard {
     }
 }
 
-/// Containers (running or not) matching a label filter, with their labels.
-async fn list_labelled(docker: &Docker, filter: &str) -> Vec<(String, HashMap<String, String>)> {
+/// Containers (running or not) matching a label filter, with their labels and age.
+async fn list_labelled(
+    docker: &Docker,
+    filter: &str,
+) -> Vec<(String, HashMap<String, String>, Option<Duration>)> {
     let options = ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&HashMap::from([(
@@ -578,7 +581,15 @@ async fn list_labelled(docker: &Docker, filter: &str) -> Vec<(String, HashMap<St
     match docker.list_containers(Some(options)).await {
         Ok(containers) => containers
             .into_iter()
-            .filter_map(|c| Some((c.id?, c.labels.unwrap_or_default())))
+            .filter_map(|c| {
+                let age = c.created.and_then(|created| {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .ok()?;
+                    now.checked_sub(Duration::from_secs(u64::try_from(created).ok()?))
+                });
+                Some((c.id?, c.labels.unwrap_or_default(), age))
+            })
             .collect(),
         Err(error) => {
             tracing::warn!(%error, "listing sandbox containers");
