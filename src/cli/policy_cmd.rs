@@ -1,7 +1,9 @@
-//! `policy show|validate|init`: look at, check and start policy files.
+//! `policy show|layers|validate|init`: look at, check and start policy files.
 
 use super::{PolicyArg, EXIT_USAGE};
+use crate::analysis::{Language, SourceKind};
 use crate::policy::{PolicySource, PROJECT_FILE, STARTER_POLICY};
+use crate::sandbox::guard::Guard;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,6 +11,15 @@ use std::process::ExitCode;
 pub enum PolicyCommand {
     /// Print the effective policy (after `extends`) as YAML.
     Show(PolicyArg),
+    /// Show what the policy enforces while code runs, per language: the run-time layers
+    /// its deny rules turn on (besides the container, which every policy gets).
+    Layers {
+        #[command(flatten)]
+        policy: PolicyArg,
+        /// Print instead the settings that language's guard is given (JSON).
+        #[arg(long, value_name = "python|javascript")]
+        settings: Option<Language>,
+    },
     /// Check policy files; prints each error with its file, line and column.
     Validate {
         #[arg(required = true, value_name = "FILE")]
@@ -25,6 +36,7 @@ pub enum PolicyCommand {
 pub fn main(command: PolicyCommand) -> ExitCode {
     match command {
         PolicyCommand::Show(arg) => show(&arg),
+        PolicyCommand::Layers { policy, settings } => layers(&policy, settings),
         PolicyCommand::Validate { files } => validate(&files),
         PolicyCommand::Init { force } => init(force),
     }
@@ -37,6 +49,34 @@ fn show(arg: &PolicyArg) -> ExitCode {
     };
     let yaml = serde_yaml::to_string(&policy).expect("a policy serializes");
     print!("# effective policy: {}\n{yaml}", policy.name);
+    ExitCode::SUCCESS
+}
+
+fn layers(arg: &PolicyArg, settings: Option<Language>) -> ExitCode {
+    let policy = match arg.load() {
+        Ok(policy) => policy,
+        Err(code) => return code,
+    };
+    if let Some(language) = settings {
+        let main = match language {
+            Language::Python => SourceKind::Python,
+            Language::JavaScript => SourceKind::CommonJs,
+        };
+        let main = format!("/sandbox/{}", main.file_name());
+        println!("{}", Guard::new(&policy, language).settings(&main));
+        return ExitCode::SUCCESS;
+    }
+    println!("# run-time layers of policy {}", policy.name);
+    for language in Language::ALL {
+        let layers = Guard::new(&policy, language).layers();
+        let layers = if layers.is_empty() {
+            "none (no deny rule applies at run time)".to_string()
+        } else {
+            layers.join(", ")
+        };
+        println!("{language}: {layers}");
+    }
+    println!("always: the container's limits and lock-down, and exec-guard's hardening filter");
     ExitCode::SUCCESS
 }
 
