@@ -246,3 +246,34 @@ async fn node_without_a_permission_model_is_refused_not_run_with_less() {
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gvisor_runs_the_code_when_the_policy_asks_for_it() {
+    if !common::docker_ready() || !common::runtime_available("runsc") {
+        return;
+    }
+    let gvisor = policy(|p| p.runtime = Some("runsc".into()));
+    let code = "import os\nprint(open('/proc/version').read().split()[2])\nos.system('echo CANARY-PROC-$((40+2))')\n";
+    let outcome = run_with(gvisor, Language::Python, code)
+        .await
+        .expect("runs under runsc");
+    // gVisor's kernel reports its own fixed version, not the host's.
+    assert_eq!(outcome.stdout.lines().next(), Some("4.4.0"), "{outcome:?}");
+    assert!(!outcome.stdout.contains(CANARY));
+    assert_eq!(outcome.blocked.len(), 1, "{outcome:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_the_engine_lacks_is_refused_not_replaced() {
+    if !common::docker_ready() {
+        return;
+    }
+    let missing = policy(|p| p.runtime = Some("no-such-runtime".into()));
+    match run_with(missing, Language::Python, "print(1)").await {
+        Err(SandboxError::LayerUnavailable(message)) => {
+            assert!(message.contains("no-such-runtime"), "{message}");
+            assert!(message.contains("Nothing was run"), "{message}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}

@@ -304,6 +304,18 @@ fn validate(label: &str, text: &str, file: &PolicyFile) -> Result<(), PolicyErro
             }
         }
     }
+    if let Some(runtime) = &file.runtime {
+        let valid = !runtime.is_empty()
+            && runtime
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !valid {
+            return Err(at(
+                "runtime",
+                format!("`{runtime}` is not a container runtime name (such as `runsc`)"),
+            ));
+        }
+    }
     if let Some(pool) = &file.pool {
         if pool.max_concurrent == Some(0) {
             return Err(at("max_concurrent", "must be at least 1".into()));
@@ -397,6 +409,7 @@ fn merge(
             Policy {
                 name: String::new(),
                 engine: file.engine.ok_or_else(|| missing("engine"))?,
+                runtime: None,
                 limits,
                 network: file.network.ok_or_else(|| missing("network"))?,
                 images: super::schema::Images {
@@ -426,6 +439,9 @@ fn merge(
     }
     if let Some(network) = file.network {
         policy.network = network;
+    }
+    if let Some(runtime) = file.runtime {
+        policy.runtime = Some(runtime);
     }
     let limits = &mut policy.limits;
     limits.timeout = limits_file.timeout.unwrap_or(limits.timeout);

@@ -16,6 +16,8 @@ pub struct PolicyFile {
     pub extends: Option<String>,
     /// Which container engine runs snippets.
     pub engine: Option<EngineKind>,
+    /// The engine's container runtime (`runsc` for gVisor); absent: the engine's default.
+    pub runtime: Option<String>,
     pub limits: Option<LimitsFile>,
     pub network: Option<NetworkMode>,
     pub images: Option<ImagesFile>,
@@ -189,6 +191,9 @@ pub struct Policy {
     /// Where the policy came from: a preset name or the file's path.
     pub name: String,
     pub engine: EngineKind,
+    /// The container runtime the engine must use (`runsc`), or its default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
     pub limits: Limits,
     pub network: NetworkMode,
     pub images: Images,

@@ -70,6 +70,7 @@ pub fn create_body(policy: &Policy, image: &str, instance: &Instance) -> Contain
         nano_cpus: Some((limits.cpus * 1e9).round() as i64),
         // /dev/shm is writable too; keep it no larger than the other scratch space.
         shm_size: Some(i64::try_from(limits.tmpfs.bytes()).unwrap_or(i64::MAX)),
+        runtime: policy.runtime.clone(),
         ..Default::default()
     };
     ContainerCreateBody {
@@ -106,6 +107,19 @@ pub async fn create_started(
                 "image `{image}` is no longer available ({message}); the next run pulls it \
                  again, or set the policy's `images:` to an image that exists locally"
             )),
+            // The runtime the policy names is not registered with this engine: refused,
+            // never retried with the default (weaker) runtime.
+            bollard::errors::Error::DockerResponseServerError { message, .. }
+                if policy.runtime.is_some() && message.contains("runtime") =>
+            {
+                SandboxError::LayerUnavailable(format!(
+                    "the policy asks for the container runtime `{}`, which this engine does not \
+                     offer ({message}); register it with the engine (for gVisor: install runsc \
+                     and add it under \"runtimes\" in /etc/docker/daemon.json), or remove \
+                     `runtime:` from the policy. Nothing was run with a weaker runtime.",
+                    policy.runtime.as_deref().unwrap_or_default()
+                ))
+            }
             error => engine_error(format!("creating a container from `{image}`"), error),
         })?;
     let id = created.id;

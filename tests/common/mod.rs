@@ -114,3 +114,21 @@ pub fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Whether the engine has the container runtime `name` registered. Outside CI a
+/// missing one skips loudly; CI installs gVisor (scripts/start-docker.sh), so there it
+/// is a failure.
+pub fn runtime_available(name: &str) -> bool {
+    let output = Command::new("docker")
+        .args(["info", "--format", "{{json .Runtimes}}"])
+        .output()
+        .expect("docker info");
+    let found = String::from_utf8_lossy(&output.stdout).contains(&format!("\"{name}\""));
+    if !found {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("CI=true and the engine has no `{name}` runtime");
+        }
+        eprintln!("\n!!!!!!!! SKIPPING: the engine has no `{name}` runtime !!!!!!!!\n");
+    }
+    found
+}

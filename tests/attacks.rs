@@ -1,0 +1,289 @@
+//! The adversarial corpus (fixtures/attacks) and the harmless-but-tricky set
+//! (fixtures/harmless), end to end through the real engine and the offline image.
+//!
+//! Every attack was verified on a host to really start a process (its child prints
+//! CANARY-PROC-42, which the snippet never spells) or to run code built from a string
+//! (which prints CANARY-CODE-42). Through the sandbox, with the default policy:
+//! - no attack starts a process, whether the static check is on or off (the run-time
+//!   layers alone must hold);
+//! - at most 2% run string-built code;
+//! - at most one harmless snippet is refused (by the check or at run time).
+//!
+//! Runs are spread over a few sandboxes at once; each run gets a fresh container.
+
+mod common;
+
+use code_sandbox_mcp::analysis::{analyze, Language};
+use code_sandbox_mcp::policy::{Policy, PolicyEngine};
+use code_sandbox_mcp::sandbox::{RunOutcome, RunRequest, Sandbox};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+const PROCESS_CANARY: &str = "CANARY-PROC-42";
+const CODE_CANARY: &str = "CANARY-CODE-42";
+
+fn files(dir: &str) -> Vec<(PathBuf, Language)> {
+    let mut found = Vec::new();
+    for language_dir in ["python", "javascript"] {
+        let path = common::root().join(dir).join(language_dir);
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if let Some(language) = Language::from_path(&path) {
+                found.push((path, language));
+            }
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+/// The interpreter versions of the offline image: a fixture may say `requires:
+/// python>=3.12` on its second line.
+fn runnable_here(source: &str) -> bool {
+    let Some(line) = source.lines().nth(1) else {
+        return true;
+    };
+    let Some(requirement) = line.split("requires:").nth(1) else {
+        return true;
+    };
+    let requirement = requirement.trim();
+    if let Some(version) = requirement.strip_prefix("python>=3.") {
+        return version.trim().parse::<u32>().is_ok_and(|minor| minor <= 13);
+    }
+    if let Some(version) = requirement.strip_prefix("node>=") {
+        return version.trim().parse::<u32>().is_ok_and(|major| major <= 20);
+    }
+    true
+}
+
+fn policy() -> Arc<Policy> {
+    let path = common::local_image_policy();
+    let mut policy =
+        Policy::discover(Some(path.to_str().unwrap()), common::root()).expect("test policy");
+    policy.pool.size = 2;
+    policy.pool.max_concurrent = 2;
+    policy.limits.timeout =
+        code_sandbox_mcp::policy::HumanDuration(std::time::Duration::from_secs(15));
+    Arc::new(policy)
+}
+
+/// What became of one snippet.
+#[derive(Debug)]
+struct Verdict {
+    file: PathBuf,
+    denied_statically: bool,
+    outcome: Option<RunOutcome>,
+}
+
+impl Verdict {
+    fn output_contains(&self, needle: &str) -> bool {
+        self.outcome
+            .as_ref()
+            .is_some_and(|o| o.stdout.contains(needle) || o.stderr.contains(needle))
+    }
+}
+
+/// Checks each file with the policy (unless `skip_check`) and runs what is allowed.
+async fn judge(all: &[(PathBuf, Language)], skip_check: bool) -> Vec<Verdict> {
+    let policy = policy();
+    let engine = PolicyEngine::new(policy.as_ref().clone());
+    let sandbox = Sandbox::new(policy);
+    let mut tasks = Vec::new();
+    for (path, language) in all.iter().cloned() {
+        let source = std::fs::read_to_string(&path).unwrap();
+        if !runnable_here(&source) {
+            continue;
+        }
+        let report = engine.check(language, &source).expect("checkable");
+        let denied = !skip_check && report.denied();
+        let sandbox = sandbox.clone();
+        tasks.push(tokio::spawn(async move {
+            let outcome = if denied {
+                None
+            } else {
+                let request = RunRequest {
+                    kind: analyze(language, &source).kind,
+                    code: source,
+                    timeout: None,
+                    env: Vec::new(),
+                };
+                Some(
+                    sandbox
+                        .run(request, CancellationToken::new())
+                        .await
+                        .unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+                )
+            };
+            Verdict {
+                file: path,
+                denied_statically: denied,
+                outcome,
+            }
+        }));
+    }
+    let mut verdicts = Vec::new();
+    for task in tasks {
+        verdicts.push(task.await.expect("a run task"));
+    }
+    sandbox.shutdown().await;
+    verdicts
+}
+
+fn name(path: &Path) -> String {
+    path.strip_prefix(common::root())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+fn payload(path: &Path) -> &'static str {
+    let first = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    if first.contains("attack: process") {
+        "process"
+    } else {
+        "code"
+    }
+}
+
+fn assert_attacks_held(verdicts: &[Verdict], label: &str) {
+    let started: Vec<String> = verdicts
+        .iter()
+        .filter(|v| v.output_contains(PROCESS_CANARY))
+        .map(|v| name(&v.file))
+        .collect();
+    let string_code: Vec<String> = verdicts
+        .iter()
+        .filter(|v| v.output_contains(CODE_CANARY))
+        .map(|v| name(&v.file))
+        .collect();
+    let static_denials = verdicts.iter().filter(|v| v.denied_statically).count();
+    let blocked = verdicts
+        .iter()
+        .filter(|v| v.outcome.as_ref().is_some_and(|o| !o.blocked.is_empty()))
+        .count();
+    eprintln!(
+        "{label}: {} attacks, {static_denials} denied by the check, {blocked} stopped at run time, \
+         {} started a process, {} ran string-built code {string_code:?}",
+        verdicts.len(),
+        started.len(),
+        string_code.len()
+    );
+    assert!(
+        started.is_empty(),
+        "{label}: these started a process: {started:#?}"
+    );
+    let allowed = verdicts.len() / 50; // 2%
+    assert!(
+        string_code.len() <= allowed,
+        "{label}: {} of {} ran string-built code (at most {allowed}): {string_code:#?}",
+        string_code.len(),
+        verdicts.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_attack_gets_through_the_three_layers() {
+    if !common::docker_ready() {
+        return;
+    }
+    let attacks = files("fixtures/attacks");
+    assert!(
+        attacks.len() >= 150,
+        "the corpus has {} attacks",
+        attacks.len()
+    );
+    let verdicts = judge(&attacks, false).await;
+    assert_attacks_held(&verdicts, "static check + run time");
+    let processes = attacks
+        .iter()
+        .filter(|(p, _)| payload(p) == "process")
+        .count();
+    assert!(processes >= 50, "only {processes} process attacks");
+}
+
+/// The static check switched off: the run-time layers and the kernel floor alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_time_layers_alone_stop_every_attack() {
+    if !common::docker_ready() {
+        return;
+    }
+    let verdicts = judge(&files("fixtures/attacks"), true).await;
+    assert_attacks_held(&verdicts, "run time alone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn harmless_code_runs() {
+    if !common::docker_ready() {
+        return;
+    }
+    let harmless = files("fixtures/harmless");
+    assert!(
+        harmless.len() >= 40,
+        "only {} harmless snippets",
+        harmless.len()
+    );
+    let verdicts = judge(&harmless, false).await;
+    let refused: Vec<String> = verdicts
+        .iter()
+        .filter(|v| {
+            v.outcome.as_ref().is_none_or(|o| {
+                !o.blocked.is_empty() || o.exit_code != 0 || !o.stdout.contains("HARMLESS-OK")
+            })
+        })
+        .map(|v| match &v.outcome {
+            None => format!("{}: denied by the check", name(&v.file)),
+            Some(o) => format!(
+                "{}: exit {}, blocked {:?}, stderr {}",
+                name(&v.file),
+                o.exit_code,
+                o.blocked.iter().map(|f| &f.message).collect::<Vec<_>>(),
+                o.stderr.chars().take(300).collect::<String>()
+            ),
+        })
+        .collect();
+    eprintln!(
+        "harmless: {} snippets, {} refused: {refused:#?}",
+        verdicts.len(),
+        refused.len()
+    );
+    assert!(
+        refused.len() <= 1,
+        "{} harmless snippets refused: {refused:#?}",
+        refused.len()
+    );
+}
+
+/// The run-time layers switched off leave the static check: every attack it denies
+/// never reaches a container (the snippets the check knows are in fixtures/python and
+/// fixtures/javascript; this keeps the corpus's share of them honest).
+#[test]
+fn the_static_check_alone_denies_what_it_knows() {
+    let policy = policy();
+    let engine = PolicyEngine::new(policy.as_ref().clone());
+    let attacks = files("fixtures/attacks");
+    let denied = attacks
+        .iter()
+        .filter(|(path, language)| {
+            let source = std::fs::read_to_string(path).unwrap();
+            engine.check(*language, &source).unwrap().denied()
+        })
+        .count();
+    eprintln!(
+        "static check alone: {denied} of {} attacks denied",
+        attacks.len()
+    );
+    assert!(
+        denied * 2 >= attacks.len(),
+        "the check denies only {denied} of {}",
+        attacks.len()
+    );
+}
