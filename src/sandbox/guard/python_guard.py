@@ -1,5 +1,420 @@
-# PLACEHOLDER (the integrator compiles against this until the real bootstrap lands; overwrite freely)
-import sys, runpy
-sys.argv = ["main.py"]
-sys.path[0] = "/sandbox"
-runpy.run_path(sys.argv_main if False else "/sandbox/main.py", run_name="__main__")
+"""The policy inside a Python sandbox: audit hooks installed before the snippet's first line.
+
+Started as `python3 -u -B python_guard.py SETTINGS_JSON /sandbox/main.py`. It compiles
+the snippet, installs one `sys.addaudithook` hook that maps CPython's audit events to
+the policy's deny rules (given in SETTINGS_JSON), then runs the snippet as `__main__`,
+exactly as `python3 main.py` would. A denied event writes one marker line to stderr
+(rule, layer, what was attempted, the snippet's line) and ends the process at once with
+exit status 126: the snippet cannot catch or undo it.
+
+Who asks matters. Starting a process is denied whoever asks. Compiling source text,
+importing a denied module and the like are denied only when the request comes from the
+snippet, from code it wrote (files under /sandbox, /tmp, /dev/shm), or from a standard
+library module whose job is running code given as a string (timeit, pdb, code, ...): the
+standard library and installed packages keep working (dataclasses and namedtuple compile
+source, numpy imports ctypes, matplotlib imports subprocess).
+
+Everything the hook relies on is captured here, before the snippet runs, and kept in
+closures over immutable values: the snippet may replace `os.write`, `sys.stderr` or
+builtins without effect. Standard library only; CPython 3.8 and later.
+"""
+
+def _install(settings_text, main_path):
+    import json
+    import os
+    import re
+    import sys
+
+    settings = json.loads(settings_text)
+    marker = settings["marker"]
+    rules = tuple(settings["rules"])
+
+    # -- captured before the snippet can touch anything --------------------------------
+    sys_module = sys
+    write = os.write
+    exit_now = os._exit
+    dumps = json.dumps
+    getframe = sys._getframe
+    realpath = os.path.realpath
+    proc_mem = re.compile(r"/proc/(self|thread-self|[0-9]+)(/task/[0-9]+)?/mem").fullmatch
+    fspath = os.fspath
+    main_file = main_path
+    writable = ("/sandbox/", "/tmp/", "/dev/shm/")
+    frozen_import = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
+    # Modules that only carry out an import someone else asked for.
+    import_machinery = frozenset((
+        "importlib", "importlib._bootstrap", "importlib._bootstrap_external",
+        "importlib.util", "importlib.machinery", "importlib.abc", "importlib._common",
+    ))
+    # Standard-library modules whose purpose is running code handed over as a string:
+    # a compile they do on the snippet's behalf is the snippet's.
+    code_runners = frozenset((
+        "timeit", "cProfile", "profile", "trace", "bdb", "pdb", "doctest", "code",
+        "codeop", "runpy", "pydoc", "idlelib", "logging.config", "rlcompleter",
+        "unittest.mock", "zipimport", "pkgutil", "imp", "_pyrepl", "site",
+    ))
+
+    def glob_matches(pattern, name):
+        # `*` matches any run of characters, dots included (as the static engine).
+        parts = pattern.split("*")
+        if len(parts) == 1:
+            return pattern == name
+        if not name.startswith(parts[0]) or not name.endswith(parts[-1]):
+            return False
+        position = len(parts[0])
+        end = len(name) - len(parts[-1])
+        for middle in parts[1:-1]:
+            found = name.find(middle, position, end)
+            if found < 0:
+                return False
+            position = found + len(middle)
+        return position <= end
+
+    def module_matches(pattern, module):
+        return glob_matches(pattern, module) or module.startswith(pattern + ".")
+
+    def rule_for_names(names):
+        for rule in rules:
+            for pattern in rule.get("references", ()):
+                for name in names:
+                    if glob_matches(pattern, name):
+                        return rule
+        return None
+
+    def rule_for_module(module):
+        for rule in rules:
+            for pattern in rule.get("modules", ()):
+                if module_matches(pattern, module):
+                    return rule
+        return None
+
+    def rule_for_module_file(filename):
+        # `/usr/lib/python3.13/subprocess.py` is `subprocess`; a package's
+        # `__init__.py` is its directory's name. Matched against the last part of
+        # each denied module pattern.
+        parts = filename.rsplit("/", 2)
+        if len(parts) < 2 or not filename.endswith(".py"):
+            return None
+        name = parts[-1][:-3]
+        if name == "__init__":
+            name = parts[-2]
+        for rule in rules:
+            for pattern in rule.get("modules", ()):
+                if glob_matches(pattern.rsplit(".", 1)[-1], name):
+                    return rule
+        return None
+
+    def rule_for_kind(kind):
+        for rule in rules:
+            if kind in rule.get("dynamic", ()):
+                return rule
+        return None
+
+    # Audit events that start a process, with the names a rule's `references` must
+    # match for the event to be denied. Denied whoever asks.
+    process_events = {
+        "subprocess.Popen": ("subprocess.Popen", "subprocess.run", "os.popen", "os.system"),
+        "os.system": ("os.system",),
+        "os.exec": ("os.execv", "os.execve", "os.execl", "os.execvp", "os.execvpe"),
+        "os.spawn": ("os.spawnv", "os.spawnve", "os.spawnl", "os.spawnvp"),
+        "os.posix_spawn": ("os.posix_spawn", "os.posix_spawnp"),
+        "os.fork": ("os.fork", "pty.fork", "pty.spawn"),
+        "os.forkpty": ("os.forkpty", "pty.fork", "pty.spawn"),
+        "os.startfile": ("os.startfile",),
+        "pty.spawn": ("pty.spawn",),
+        "webbrowser.open": ("os.system", "subprocess.Popen"),
+    }
+    # Events that reach native code, build code by hand or walk the interpreter: the
+    # classic routes around every hook. Denied when the snippet (or code it wrote, or
+    # a code runner) asks; libraries use some of them for themselves (numpy imports
+    # ctypes, asyncio and typing rebuild code objects).
+    native_events = {
+        "ctypes.dlopen": ("ctypes.CDLL", "ctypes.cdll"),
+        "ctypes.dlsym": ("ctypes.CDLL", "ctypes.cdll"),
+        "ctypes.dlsym/handle": ("ctypes.CDLL",),
+        "ctypes.call_function": ("ctypes.CFUNCTYPE", "ctypes.CDLL"),
+        "ctypes.cdata": ("ctypes.c_char", "ctypes.cast"),
+        "ctypes.cdata/buffer": ("ctypes.c_char", "ctypes.cast"),
+        "ctypes.string_at": ("ctypes.string_at",),
+        "ctypes.wstring_at": ("ctypes.wstring_at",),
+        "ctypes.addressof": ("ctypes.addressof",),
+        "ctypes.create_string_buffer": ("ctypes.create_string_buffer",),
+        "code.__new__": ("types.CodeType",),
+        "function.__new__": ("types.FunctionType",),
+        "gc.get_objects": ("gc.get_objects",),
+        "gc.get_referrers": ("gc.get_referrers",),
+        "gc.get_referents": ("gc.get_referents",),
+        "sys.settrace": ("sys.settrace",),
+        "sys.setprofile": ("sys.setprofile",),
+    }
+    # Events that load code or objects from data: denied when the snippet (or code it
+    # wrote, or a code runner) asks.
+    requested_events = {
+        "pickle.find_class": ("pickle.loads", "pickle.load"),
+        "marshal.loads": ("marshal.loads",),
+        "marshal.load": ("marshal.load", "marshal.loads"),
+        "exec": ("exec", "eval"),
+        "compile": ("compile", "exec", "eval"),
+        "_xxsubinterpreters.create": ("_xxsubinterpreters.create",),
+        "_interpreters.create": ("_interpreters.create",),
+        "cpython.run_command": ("exec",),
+        "cpython.run_file": ("exec",),
+    }
+
+    def innermost_line(frame):
+        while frame is not None:
+            if frame.f_code.co_filename == main_file:
+                return frame.f_lineno
+            frame = frame.f_back
+        return None
+
+    def from_writable(filename):
+        return filename == main_file or filename.startswith(writable) or filename == "<string>"
+
+    def requester(frame):
+        """The first frame below the import machinery and this hook: who asked."""
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            machinery = filename in frozen_import or filename.startswith("<frozen importlib")
+            if not machinery and frame.f_globals.get("__name__") not in import_machinery:
+                return frame
+            frame = frame.f_back
+        return None
+
+    def asked_by_snippet(frame):
+        """True when the code asking is the snippet's, code it wrote, or a code runner
+        working for it (anywhere on the way down from the requester)."""
+        frame = requester(frame)
+        if frame is None:
+            return False
+        filename = frame.f_code.co_filename
+        if from_writable(filename):
+            # `<string>` is code compiled from text; it counts as the snippet's only
+            # when the snippet is what is running it (always true for code that got
+            # this far, since compiling it from the snippet was itself checked).
+            return True
+        module = frame.f_globals.get("__name__", "")
+        if module in code_runners or module.split(".")[0] in code_runners:
+            return True
+        return False
+
+    def short(value):
+        try:
+            text = repr(value)
+        except Exception:
+            text = "<unprintable>"
+        return text if len(text) <= 160 else text[:157] + "..."
+
+    def block(rule, event, args, frame):
+        record = {
+            "rule": rule["id"],
+            "message": rule["message"],
+            "layer": "python-audit-hook",
+            "attempted": event + " " + " ".join(short(a) for a in args[:3]),
+            "line": innermost_line(frame),
+        }
+        try:
+            sys_module.stdout.flush()
+        except Exception:
+            pass
+        line = (marker + dumps(record) + "\n").encode("utf-8", "replace")
+        try:
+            write(2, line)
+        finally:
+            exit_now(126)
+
+    def path_of(value):
+        try:
+            value = fspath(value)
+        except TypeError:
+            return None
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        return value if isinstance(value, str) else None
+
+    def is_proc_mem(path):
+        # Links (a symlink in /tmp, /proc/self/fd/N) are followed to what they name.
+        if path.startswith(("/proc", "/dev", "/sandbox", "/tmp")) or not path.startswith("/"):
+            path = realpath(path)
+        return proc_mem(path) is not None
+
+    dynamic_rule = rule_for_names(("exec", "eval", "compile")) or rule_for_kind("string-code")
+    any_rule = rules[0] if rules else None
+    busy = [False]
+
+    def hook(event, args):
+        if busy[0]:
+            return
+        if event in process_events:
+            rule = rule_for_names(process_events[event])
+            if rule is not None:
+                busy[0] = True
+                block(rule, event, args, getframe(1))
+            return
+        if event in native_events:
+            rule = rule_for_names(native_events[event])
+            if rule is None and event.startswith("ctypes."):
+                rule = rule_for_module("ctypes")
+            if rule is not None:
+                frame = getframe(1)
+                if asked_by_snippet(frame):
+                    busy[0] = True
+                    block(rule, event, args, frame)
+            return
+        if event == "open":
+            path = path_of(args[0]) if args else None
+            if path is None:
+                return
+            if any_rule is not None and is_proc_mem(path):
+                busy[0] = True
+                block(dynamic_rule or any_rule, event, args, getframe(1))
+            # Source or bytecode the snippet wrote, read by the import system.
+            if dynamic_rule is not None and path.startswith(writable) and path != main_file:
+                if path.endswith((".py", ".pyc", ".pth", ".zip", ".pyw", ".so")):
+                    frame = getframe(1)
+                    if importing(frame):
+                        busy[0] = True
+                        block(dynamic_rule, "import of a file written at run time", (path,), frame)
+            return
+        if event == "import":
+            module = args[0] if args else ""
+            if not isinstance(module, str):
+                return
+            rule = rule_for_module(module)
+            if rule is not None:
+                frame = getframe(1)
+                if asked_by_snippet(frame):
+                    busy[0] = True
+                    block(rule, event, (module,), frame)
+            return
+        if event in requested_events:
+            if event in ("compile", "exec"):
+                if dynamic_rule is None:
+                    return
+                if event == "compile":
+                    source = args[0] if args else None
+                    filename = args[1] if len(args) > 1 else None
+                    if isinstance(filename, str) and filename != main_file and filename.startswith(writable):
+                        busy[0] = True
+                        block(dynamic_rule, "compile of a file written at run time", (filename,), getframe(1))
+                    if not isinstance(source, (str, bytes)) and type(source).__module__ != "ast":
+                        return
+                elif args and args[0] is main_code:
+                    return
+                frame = getframe(1)
+                if event == "exec" and importing(frame):
+                    # A module's own code, run by the import system; a module the
+                    # snippet wrote was refused when it was opened or compiled. A
+                    # denied module asked for through importlib (which raises no
+                    # `import` event for it) is recognised by its file here.
+                    rule = rule_for_module_file(getattr(args[0], "co_filename", ""))
+                    if rule is not None and asked_by_snippet(frame):
+                        busy[0] = True
+                        block(rule, "import", (args[0].co_filename,), frame)
+                    return
+                if asked_by_snippet(frame):
+                    busy[0] = True
+                    block(dynamic_rule, event, args, frame)
+                return
+            rule = rule_for_names(requested_events[event])
+            if rule is None and event.startswith(("marshal.", "pickle.")):
+                rule = rule_for_module(event.split(".")[0])
+            if rule is not None:
+                frame = getframe(1)
+                if event.startswith("marshal.") and importing(frame):
+                    # The import system reading a cached module; one the snippet wrote
+                    # was refused when it was opened.
+                    return
+                if asked_by_snippet(frame):
+                    busy[0] = True
+                    block(rule, event, args, frame)
+            return
+        if event == "object.__setattr__" or event == "object.__delattr__":
+            # The hook's own function objects are not to be rewired.
+            target = args[0] if args else None
+            if target is hook or target is block or target is asked_by_snippet:
+                busy[0] = True
+                block(any_rule, event, args[:2], getframe(1))
+            return
+
+    def importing(frame):
+        while frame is not None:
+            if frame.f_code.co_filename in frozen_import or frame.f_globals.get("__name__") == "zipimport":
+                return True
+            frame = frame.f_back
+        return False
+
+    main_code = None
+
+    def run(code):
+        nonlocal main_code
+        main_code = code
+        if rules:
+            sys_module.addaudithook(hook)
+
+    return run
+
+
+def _main(install, print_exception):
+    import sys
+
+    if len(sys.argv) != 3:
+        sys.stderr.write("usage: python_guard.py SETTINGS_JSON MAIN_FILE\n")
+        sys.exit(2)
+    settings_text, main_path = sys.argv[1], sys.argv[2]
+    with open(main_path, "rb") as handle:
+        source = handle.read()
+    main = sys.modules["__main__"]
+    # `python3 main.py` semantics: argv, the script's directory first on the path.
+    sys.argv[:] = [main_path.rsplit("/", 1)[-1]]
+    sys.path[0] = main_path.rsplit("/", 1)[0] or "/"
+    try:
+        code = compile(source, main_path, "exec", dont_inherit=True)
+    except SyntaxError:
+        print_exception(sys.exc_info(), skip=0)
+        sys.exit(1)
+    start = install(settings_text, main_path)
+    # This bootstrap runs as `__main__`: its own names go, the snippet's namespace is
+    # what `python3 main.py` would give it.
+    namespace = main.__dict__
+    builtins = namespace["__builtins__"]
+    namespace.clear()
+    namespace.update({
+        "__name__": "__main__",
+        "__doc__": None,
+        "__package__": None,
+        "__loader__": getattr(main, "__loader__", None),
+        "__spec__": None,
+        "__annotations__": {},
+        "__builtins__": builtins,
+        "__file__": main_path,
+        "__cached__": None,
+    })
+    start(code)
+    try:
+        exec(code, namespace)
+    except SystemExit:
+        raise
+    except BaseException:
+        print_exception(sys.exc_info(), skip=1)
+        sys.exit(1)
+
+
+def _print_exception(info, skip):
+    """Prints a traceback as Python would, without this bootstrap's own frames."""
+    import sys
+    import traceback
+
+    kind, value, tb = info
+    for _ in range(skip):
+        if tb is not None:
+            tb = tb.tb_next
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    traceback.print_exception(kind, value, tb)
+    sys.stderr.flush()
+
+
+_main(_install, _print_exception)
