@@ -305,6 +305,8 @@ impl Guard {
                         ]),
                         20..=21 => argv.extend([
                             "--experimental-permission".into(),
+                            // Node 20 warns on every start that the model is experimental.
+                            "--disable-warning=ExperimentalWarning".into(),
                             "--allow-fs-read=*".into(),
                             format!("--allow-fs-write={},/tmp", super::container::WORKDIR),
                         ]),
@@ -322,6 +324,12 @@ impl Guard {
                 if self.codegen.is_some() {
                     argv.push("--disallow-code-generation-from-strings".into());
                 }
+                if self.permission.is_some() && self.refuses_code_from_files() {
+                    // The preload's ES module hooks run on a thread of Node's own; the
+                    // preload keeps the snippet's own `Worker` refused.
+                    argv.push("--allow-worker".into());
+                    argv.push("--disable-warning=SecurityWarning".into());
+                }
                 if !self.is_empty() {
                     argv.push("--require".into());
                     argv.push(format!("{INSTALL_DIR}/node_guard.cjs"));
@@ -331,6 +339,16 @@ impl Guard {
             }
         }
         Ok((argv, env))
+    }
+
+    /// True when a deny rule covers running code from strings: the Node preload then
+    /// installs module hooks that refuse `data:` imports and files the snippet wrote.
+    fn refuses_code_from_files(&self) -> bool {
+        self.codegen.is_some()
+            || self
+                .rules
+                .iter()
+                .any(|rule| rule.dynamic.iter().any(|kind| kind == "string-code"))
     }
 
     /// The layers this guard turns on, for the README's table and the logs.

@@ -1,2 +1,274 @@
-// PLACEHOLDER (the integrator compiles against this until the real preload lands; overwrite freely)
-delete process.env.CODE_SANDBOX_GUARD;
+// The policy inside a Node sandbox: a preload (`node --require node_guard.cjs`) that runs
+// before the snippet's first line, beside Node's permission model and
+// `--disallow-code-generation-from-strings`, which the runtime sets from the same policy.
+//
+// It refuses what those two do not cover:
+// - built-in modules a deny rule names (`vm`, `inspector`, `child_process`, …), by every
+//   route: `require`, `import`, `import()`, `process.getBuiltinModule`,
+//   `module.createRequire`, `Module._load`: each of their functions becomes a reporter;
+// - ES module sources that are strings or files the snippet wrote (`data:` and `blob:`
+//   URLs, modules under /sandbox or /tmp), through a module resolve hook;
+// - CommonJS files the snippet wrote and then `require`s, and `Module.prototype._compile`
+//   called by the snippet itself;
+// - `process.binding`, `process._linkedBinding`, `process.dlopen`, `process.execve` when a
+//   rule's references name them.
+// An uncaught permission-model or code-generation error is reported the same way.
+//
+// A refusal writes one marker line to stderr (rule, layer, what was attempted, the
+// snippet's line) and ends the process at once with status 126. Everything used for that
+// is captured here, before the snippet can replace globals.
+'use strict';
+
+(() => {
+  const raw = process.env.CODE_SANDBOX_GUARD;
+  delete process.env.CODE_SANDBOX_GUARD;
+  if (!raw) return;
+  const settings = JSON.parse(raw);
+  const rules = settings.rules || [];
+  const marker = settings.marker;
+  const main = settings.main || '/sandbox/main.cjs';
+  const mainDir = main.slice(0, main.lastIndexOf('/') + 1);
+
+  const fs = require('fs');
+  const Module = require('module');
+  const writeSync = fs.writeSync;
+  const reallyExit = process.reallyExit.bind(process);
+  const stringify = JSON.stringify;
+  const NativeError = Error;
+  const defineProperty = Object.defineProperty;
+  const ownNames = Object.getOwnPropertyNames;
+  const startsWith = Function.prototype.call.bind(String.prototype.startsWith);
+  const lineFinder = new RegExp(
+    '(?:file://)?' + main.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + ':(\\d+):',
+  );
+
+  const globMatches = (pattern, name) => {
+    const parts = pattern.split('*');
+    if (parts.length === 1) return pattern === name;
+    if (!name.startsWith(parts[0]) || !name.endsWith(parts[parts.length - 1])) return false;
+    let at = parts[0].length;
+    const end = name.length - parts[parts.length - 1].length;
+    for (const middle of parts.slice(1, -1)) {
+      const found = name.indexOf(middle, at);
+      if (found < 0 || found + middle.length > end) return false;
+      at = found + middle.length;
+    }
+    return at <= end;
+  };
+  const bare = (name) => (startsWith(name, 'node:') ? name.slice(5) : name);
+  const ruleForModule = (name) => {
+    name = bare(String(name));
+    for (const rule of rules) {
+      for (const pattern of rule.modules || []) {
+        if (globMatches(pattern, name) || startsWith(name, pattern + '/')) return rule;
+      }
+    }
+    return null;
+  };
+  const ruleForReference = (name) => {
+    for (const rule of rules) {
+      for (const pattern of rule.references || []) {
+        if (globMatches(pattern, name)) return rule;
+      }
+    }
+    return null;
+  };
+  const codeRule =
+    settings.codegen_rule ||
+    ruleForReference('eval') ||
+    rules.find((rule) => (rule.dynamic || []).includes('string-code')) ||
+    null;
+
+  const snippetLine = (stack) => {
+    const found = lineFinder.exec(String(stack || ''));
+    return found ? Number(found[1]) : null;
+  };
+
+  const block = (rule, layer, attempted, stack) => {
+    const record = {
+      rule: rule.id,
+      message: rule.message,
+      layer,
+      attempted: String(attempted).slice(0, 200),
+      line: snippetLine(stack === undefined ? new NativeError().stack : stack),
+    };
+    try {
+      writeSync(2, marker + stringify(record) + '\n');
+    } finally {
+      reallyExit(126);
+    }
+  };
+
+  // True when the code calling right now is the snippet's own (or a file it wrote),
+  // read from the stack: frame 0 is this guard, frame 1 its wrapper's caller.
+  const calledBySnippet = (stack) => {
+    const frames = String(stack).split('\n').slice(2, 4).join('\n');
+    return frames.includes(mainDir) || frames.includes('/tmp/') || frames.includes('<anonymous>');
+  };
+
+  // -- built-in modules -----------------------------------------------------------------
+  const reporter = (rule, label) =>
+    function refused() {
+      block(rule, 'node-guard', label);
+    };
+  // Exports Node's own machinery uses from the public module (the ES module loader
+  // talks to its hooks thread with these): left alone; the dangerous part is `Worker`.
+  // Likewise `v8`'s (de)serializers; its dangerous members are the ones that change
+  // the engine's flags or write heap snapshots.
+  const v8Denied = new Set(['setFlagsFromString', 'writeHeapSnapshot', 'getHeapSnapshot',
+    'setHeapSnapshotNearHeapLimit', 'startupSnapshot', 'takeCoverage', 'stopCoverage']);
+  const keep = {
+    worker_threads: new Set(ownNamesOf('worker_threads').filter((key) => key !== 'Worker')),
+    v8: new Set(ownNamesOf('v8').filter((key) => !v8Denied.has(key))),
+  };
+  function ownNamesOf(name) {
+    try {
+      return ownNames(require(name));
+    } catch {
+      return [];
+    }
+  }
+  for (const name of Module.builtinModules) {
+    const rule = ruleForModule(name);
+    if (!rule || name === 'module') continue;
+    let exports;
+    try {
+      exports = require(name);
+    } catch {
+      continue; // refused by the permission model already (inspector, wasi)
+    }
+    for (const key of ownNames(exports)) {
+      let value;
+      try {
+        value = exports[key];
+      } catch {
+        continue;
+      }
+      if (typeof value !== 'function' || (keep[name] && keep[name].has(key))) continue;
+      try {
+        defineProperty(exports, key, {
+          value: reporter(rule, `require('${name}').${key}`),
+          writable: false,
+          configurable: false,
+        });
+      } catch {
+        // A non-configurable export stays; Module._load below still refuses the module.
+      }
+    }
+  }
+  Module.syncBuiltinESMExports();
+
+  const originalLoad = Module._load;
+  defineProperty(Module, '_load', {
+    value: function _load(request, parent, isMain) {
+      const rule = typeof request === 'string' && Module.isBuiltin(request) && ruleForModule(request);
+      if (rule) block(rule, 'node-guard', `require('${request}')`);
+      return originalLoad.apply(this, arguments);
+    },
+    writable: false,
+    configurable: false,
+  });
+
+  if (typeof process.getBuiltinModule === 'function') {
+    const original = process.getBuiltinModule;
+    defineProperty(process, 'getBuiltinModule', {
+      value: function getBuiltinModule(id) {
+        const rule = ruleForModule(id);
+        if (rule) block(rule, 'node-guard', `process.getBuiltinModule('${id}')`);
+        return original.call(process, id);
+      },
+      writable: false,
+      configurable: false,
+    });
+  }
+
+  for (const name of ['binding', '_linkedBinding', 'dlopen', 'execve']) {
+    const rule = ruleForReference(`process.${name}`);
+    if (rule && typeof process[name] === 'function') {
+      defineProperty(process, name, {
+        value: reporter(rule, `process.${name}`),
+        writable: false,
+        configurable: false,
+      });
+    }
+  }
+
+  // -- code the snippet wrote, or gave as a string --------------------------------------
+  if (codeRule) {
+    const written = (filename) =>
+      typeof filename === 'string' &&
+      filename !== main &&
+      (startsWith(filename, mainDir) || startsWith(filename, '/tmp/') || startsWith(filename, '/dev/shm/'));
+    const originalCompile = Module.prototype._compile;
+    defineProperty(Module.prototype, '_compile', {
+      value: function _compile(content, filename) {
+        const stack = new NativeError().stack;
+        if (written(filename)) block(codeRule, 'node-guard', `require of a file written at run time: ${filename}`);
+        if (calledBySnippet(stack)) block(codeRule, 'node-guard', 'Module.prototype._compile', stack);
+        return originalCompile.apply(this, arguments);
+      },
+      writable: false,
+      configurable: false,
+    });
+
+    // The ES module resolve hook refuses string sources and files the snippet wrote,
+    // and reports through a frozen global the refusing module calls back. (Denied
+    // built-ins need no hook: `import` hands out the same exports, already reporters.)
+    const report = Symbol.for('code-sandbox-mcp.guard');
+    defineProperty(globalThis, report, {
+      value: (what, module) => block((module && ruleForModule(module)) || codeRule, 'node-guard', what),
+      writable: false,
+      configurable: false,
+      enumerable: false,
+    });
+    const hooks = `
+      const mainUrl = ${stringify('file://' + main)};
+      const refuse = (what, module) => ({
+        shortCircuit: true,
+        url: 'data:text/javascript,' + encodeURIComponent(
+          'globalThis[Symbol.for("code-sandbox-mcp.guard")](' + JSON.stringify(what) + ',' +
+          JSON.stringify(module || null) + ');'),
+      });
+      export async function resolve(specifier, context, next) {
+        if (/^\\s*(data|blob):/i.test(specifier)) return refuse('import of ' + specifier.slice(0, 60));
+        const resolved = await next(specifier, context);
+        const url = resolved.url;
+        const written = url !== mainUrl && (url.startsWith('file:///tmp/') ||
+          url.startsWith('file:///dev/shm/') || url.startsWith(${stringify('file://' + mainDir)}));
+        if (written) return refuse('import of a file written at run time: ' + url);
+        return resolved;
+      }
+    `;
+    if (typeof Module.register === 'function') {
+      Module.register('data:text/javascript,' + encodeURIComponent(hooks));
+    }
+    const noMoreHooks = reporter(codeRule, 'module.register');
+    for (const name of ['register', 'registerHooks']) {
+      if (typeof Module[name] === 'function') {
+        defineProperty(Module, name, { value: noMoreHooks, writable: false, configurable: false });
+      }
+    }
+  }
+
+  // -- errors thrown by the permission model and the code-generation switch -------------
+  const permissionRule = settings.permission_rule || null;
+  const codegenRule = settings.codegen_rule || null;
+  process.on('uncaughtExceptionMonitor', (error) => {
+    if (!error || typeof error !== 'object') return;
+    if (permissionRule && error.code === 'ERR_ACCESS_DENIED') {
+      const what = [error.permission, error.resource].filter(Boolean).join(' ');
+      const rule = {
+        id: permissionRule.id,
+        message:
+          "Node's permission model refused this: in this sandbox writes go only to the " +
+          'working directory and /tmp, and child processes, workers and native addons are off',
+      };
+      block(rule, 'node-permission', what || error.message, error.stack);
+    }
+    const codegen =
+      codegenRule &&
+      error instanceof EvalError &&
+      /Code generation from strings disallowed/.test(String(error.message));
+    if (codegen) block(codegenRule, 'node-codegen', error.message, error.stack);
+  });
+})();
