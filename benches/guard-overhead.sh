@@ -18,16 +18,19 @@ guard_bin=$(ls -t target/debug/build/code-sandbox-mcp-*/out/exec-guard | head -n
 dir=$(mktemp -d /tmp/guard-overhead.XXXXXX)
 trap 'docker rm -f "$container" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 cp "$guard_bin" src/sandbox/guard/python_guard.py src/sandbox/guard/node_guard.cjs "$dir/"
-chmod 0555 "$dir/exec-guard"
+chmod 0755 "$dir"; chmod 0555 "$dir/exec-guard"; chmod 0444 "$dir"/*.py "$dir"/*.cjs
 
 # The settings the default policy compiles to, from the binary itself.
 bin=target/debug/code-sandbox-mcp
 cargo build --quiet --bin code-sandbox-mcp
 settings_py=$("$bin" policy layers --policy default --settings python)
-settings_js=$("$bin" policy layers --policy default --settings javascript)
+# A snippet without `import` (the common case): no module hooks.
+settings_js=$("$bin" policy layers --policy default --settings javascript | sed "s/\"module_hooks\":true/\"module_hooks\":false/")
 container=$(docker run -d --network none --user 65534:65534 --read-only \
   --tmpfs /sandbox:rw,exec,size=16m,mode=1777 --tmpfs /tmp:rw,size=16m,mode=1777 \
-  -v "$dir:/opt/code-sandbox:ro" -w /sandbox "$image" sleep infinity)
+  -v "$dir:/opt/code-sandbox" -w /sandbox "$image" sleep infinity)
+# As the runtime's setup does: the bootstrap's bytecode compiled once, by root.
+docker exec -u 0 -w /opt/code-sandbox "$container" python3 -c 'import py_compile; py_compile.compile("python_guard.py", doraise=True)'
 docker exec "$container" sh -c 'echo "print(1)" > /sandbox/main.py; echo "console.log(1)" > /sandbox/main.cjs'
 
 docker exec -i -e RUNS="$runs" -e SETTINGS_PY="$settings_py" -e SETTINGS_JS="$settings_js" \
@@ -38,19 +41,24 @@ g = "/opt/code-sandbox"
 node = ["/usr/bin/node"]
 commands = {
     "python bare": ["/usr/bin/python3", "-u", "-B", "/sandbox/main.py"],
-    "python guarded": [f"{g}/exec-guard", "--floor", "/usr/bin/python3", "-u", "-B",
-                       f"{g}/python_guard.py", os.environ["SETTINGS_PY"], "/sandbox/main.py"],
+    # As src/sandbox/guard/mod.rs builds it under the default policy.
+    "python guarded": [f"{g}/exec-guard", "--floor", "/usr/bin/python3", "-u", "-B", "-c",
+                       f"import sys; sys.path[0] = '{g}'; import python_guard",
+                       os.environ["SETTINGS_PY"], "/sandbox/main.py"],
     "node bare": node + ["/sandbox/main.cjs"],
     "node guarded": [f"{g}/exec-guard", "--floor"] + node + [
-        "--experimental-permission", "--allow-fs-read=*", "--allow-fs-write=/sandbox,/tmp",
-        "--disallow-code-generation-from-strings", "--require", f"{g}/node_guard.cjs",
+        # As src/sandbox/guard/mod.rs builds it for Node 20 under the default policy.
+        "--experimental-permission", "--disable-warning=ExperimentalWarning",
+        "--allow-fs-read=*", "--allow-fs-write=/sandbox,/tmp",
+        "--disallow-code-generation-from-strings", "--no-experimental-require-module",
+        "--require", f"{g}/node_guard.cjs",
         "/sandbox/main.cjs"],
 }
 env = dict(os.environ, CODE_SANDBOX_GUARD=os.environ["SETTINGS_JS"])
 times = {name: [] for name in commands}
 for name, argv in commands.items():  # warm-up
     out = subprocess.run(argv, capture_output=True, env=env)
-    assert out.stdout.strip() == b"1", (name, out)
+    assert out.stdout.strip() == b"1" and not out.stderr, (name, out)
 for _ in range(runs):
     for name, argv in commands.items():
         start = time.perf_counter()

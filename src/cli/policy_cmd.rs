@@ -63,7 +63,7 @@ fn layers(arg: &PolicyArg, settings: Option<Language>) -> ExitCode {
             Language::JavaScript => SourceKind::CommonJs,
         };
         let main = format!("/sandbox/{}", main.file_name());
-        println!("{}", Guard::new(&policy, language).settings(&main));
+        println!("{}", Guard::new(&policy, language).settings(&main, true));
         return ExitCode::SUCCESS;
     }
     println!("# run-time layers of policy {}", policy.name);

@@ -278,9 +278,12 @@ impl Runtime {
             .map(|(_, guard)| guard)
             .expect("a guard for every language");
         let file = request.kind.file_name();
-        let (argv, guard_env) = guard.command(&interpreters, file).map_err(|reason| {
-            SandboxError::LayerUnavailable(format!("image `{image}`: {reason}"))
-        })?;
+        let (argv, guard_env) =
+            guard
+                .command(&interpreters, file, &request.code)
+                .map_err(|reason| {
+                    SandboxError::LayerUnavailable(format!("image `{image}`: {reason}"))
+                })?;
         let mut env = request.env.clone();
         env.extend(guard_env);
         Ok(Program {

@@ -47,8 +47,8 @@ pub fn files() -> [(&'static str, &'static [u8], u32); 3] {
 pub struct Interpreters {
     /// Absolute path of `python3`, if the image has one.
     pub python: Option<String>,
-    /// Absolute path of `node`, and its major version.
-    pub node: Option<(String, u32)>,
+    /// Absolute path of `node`, and its (major, minor) version.
+    pub node: Option<(String, (u32, u32))>,
 }
 
 impl Interpreters {
@@ -64,11 +64,11 @@ impl Interpreters {
                 }
                 Some(("node", path)) if path.starts_with('/') => node_path = Some(path.to_string()),
                 Some(("node-version", version)) => {
-                    node_major = version
+                    let mut numbers = version
                         .trim_start_matches('v')
                         .split('.')
-                        .next()
-                        .and_then(|major| major.parse().ok())
+                        .map(|n| n.parse::<u32>().ok());
+                    node_major = numbers.next().flatten().zip(numbers.next().flatten());
                 }
                 _ => {}
             }
@@ -88,8 +88,12 @@ pub fn install_script() -> String {
             bytes.len()
         ));
     }
+    // Python's bootstrap is imported, so its bytecode is compiled once, here, by root
+    // (the sandbox user could not write it, nor change it).
     script.push_str(
-        "; echo python3=$(command -v python3); echo node=$(command -v node); \
+        "; if command -v python3 >/dev/null; then \
+         python3 -c 'import py_compile; py_compile.compile(\"python_guard.py\", doraise=True)'; fi\
+         ; echo python3=$(command -v python3); echo node=$(command -v node); \
          echo node-version=$(node --version 2>/dev/null)",
     );
     script
@@ -227,11 +231,12 @@ impl Guard {
     }
 
     /// The settings the bootstrap or preload reads (JSON).
-    pub fn settings(&self, main: &str) -> String {
+    pub fn settings(&self, main: &str, module_hooks: bool) -> String {
         #[derive(Serialize)]
         struct Settings<'a> {
             marker: &'a str,
             main: &'a str,
+            module_hooks: bool,
             rules: &'a [GuardRule],
             #[serde(skip_serializing_if = "Option::is_none")]
             permission_rule: Option<&'a RuleRef>,
@@ -241,6 +246,7 @@ impl Guard {
         serde_json::to_string(&Settings {
             marker: MARKER,
             main,
+            module_hooks,
             rules: &self.rules,
             permission_rule: self.permission.as_ref(),
             codegen_rule: self.codegen.as_ref(),
@@ -248,12 +254,14 @@ impl Guard {
         .expect("guard settings serialize")
     }
 
-    /// The command line that runs `file` (in /sandbox) under this guard, with the
-    /// environment it needs; or why the image cannot provide what the policy asks.
+    /// The command line that runs `file` (in /sandbox, holding `source`) under this
+    /// guard, with the environment it needs; or why the image cannot provide what the
+    /// policy asks.
     pub fn command(
         &self,
         interpreters: &Interpreters,
         file: &str,
+        source: &str,
     ) -> Result<GuardedCommand, String> {
         let main = format!("{}/{file}", super::container::WORKDIR);
         let mut argv = Vec::new();
@@ -284,13 +292,19 @@ impl Guard {
                 if self.is_empty() {
                     argv.push(main);
                 } else {
-                    argv.push(format!("{INSTALL_DIR}/python_guard.py"));
-                    argv.push(self.settings(&main));
+                    // Imported rather than run as a script, so that the bytecode the
+                    // setup compiled is used: compiling the bootstrap on every run
+                    // would cost more than everything it does.
+                    argv.push("-c".into());
+                    argv.push(format!(
+                        "import sys; sys.path[0] = '{INSTALL_DIR}'; import python_guard"
+                    ));
+                    argv.push(self.settings(&main, false));
                     argv.push(main);
                 }
             }
             Language::JavaScript => {
-                let (node, major) = interpreters
+                let (node, (major, minor)) = interpreters
                     .node
                     .clone()
                     .ok_or("the image has no node on its PATH")?;
@@ -324,16 +338,27 @@ impl Guard {
                 if self.codegen.is_some() {
                     argv.push("--disallow-code-generation-from-strings".into());
                 }
-                if self.permission.is_some() && self.refuses_code_from_files() {
-                    // The preload's ES module hooks run on a thread of Node's own; the
-                    // preload keeps the snippet's own `Worker` refused.
+                // ES modules from strings (`data:` URLs) or from files the snippet wrote
+                // can only be reached through `import`: the module hooks that refuse
+                // them (a thread of Node's own, ~100 ms on Node 20) start only for code
+                // that says `import` somewhere. `require` of an ES module goes through
+                // no hook, so it is switched off.
+                let module_hooks = self.refuses_code_from_files() && source.contains("import");
+                if module_hooks && self.permission.is_some() {
+                    // The preload keeps the snippet's own `Worker` refused.
                     argv.push("--allow-worker".into());
                     argv.push("--disable-warning=SecurityWarning".into());
+                }
+                if self.refuses_code_from_files() && (major, minor) >= (20, 17) {
+                    argv.push("--no-experimental-require-module".into());
                 }
                 if !self.is_empty() {
                     argv.push("--require".into());
                     argv.push(format!("{INSTALL_DIR}/node_guard.cjs"));
-                    env.push(("CODE_SANDBOX_GUARD".into(), self.settings(&main)));
+                    env.push((
+                        "CODE_SANDBOX_GUARD".into(),
+                        self.settings(&main, module_hooks),
+                    ));
                 }
                 argv.push(main);
             }
@@ -489,7 +514,7 @@ mod tests {
         let guard = Guard::new(&policy, Language::Python);
         assert!(guard.is_empty());
         let interpreters = Interpreters::parse("python3=/usr/bin/python3\n");
-        let (argv, env) = guard.command(&interpreters, "main.py").unwrap();
+        let (argv, env) = guard.command(&interpreters, "main.py", "print(1)").unwrap();
         assert_eq!(
             argv,
             [
@@ -510,17 +535,28 @@ mod tests {
         let node = |version: &str| {
             Interpreters::parse(&format!("node=/usr/bin/node\nnode-version={version}\n"))
         };
-        let (argv, env) = guard.command(&node("v22.3.0"), "main.cjs").unwrap();
+        let (argv, env) = guard
+            .command(&node("v22.3.0"), "main.cjs", "import('x')")
+            .unwrap();
         assert!(argv.contains(&"--permission".to_string()), "{argv:?}");
+        assert!(argv.contains(&"--allow-worker".to_string()), "{argv:?}");
         assert!(argv.contains(&"--disallow-code-generation-from-strings".to_string()));
         assert_eq!(env[0].0, "CODE_SANDBOX_GUARD");
-        let (argv, _) = guard.command(&node("v20.19.2"), "main.mjs").unwrap();
+        assert!(env[0].1.contains("\"module_hooks\":true"), "{env:?}");
+        let (argv, _) = guard
+            .command(&node("v20.19.2"), "main.mjs", "console.log(1)")
+            .unwrap();
         assert!(
             argv.contains(&"--experimental-permission".to_string()),
             "{argv:?}"
         );
+        // No `import` in the code: no hook thread, so no worker permission either.
+        assert!(!argv.contains(&"--allow-worker".to_string()), "{argv:?}");
+        assert!(argv.contains(&"--no-experimental-require-module".to_string()));
         assert_eq!(argv.last().unwrap(), "/sandbox/main.mjs");
-        let refused = guard.command(&node("v18.19.0"), "main.cjs").unwrap_err();
+        let refused = guard
+            .command(&node("v18.19.0"), "main.cjs", "")
+            .unwrap_err();
         assert!(refused.contains("Node 20 or later"), "{refused}");
     }
 

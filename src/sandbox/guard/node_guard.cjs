@@ -117,10 +117,12 @@
   // the engine's flags or write heap snapshots.
   const v8Denied = new Set(['setFlagsFromString', 'writeHeapSnapshot', 'getHeapSnapshot',
     'setHeapSnapshotNearHeapLimit', 'startupSnapshot', 'takeCoverage', 'stopCoverage']);
-  const keep = {
-    worker_threads: new Set(ownNamesOf('worker_threads').filter((key) => key !== 'Worker')),
-    v8: new Set(ownNamesOf('v8').filter((key) => !v8Denied.has(key))),
-  };
+  const keep = settings.module_hooks
+    ? {
+        worker_threads: new Set(ownNamesOf('worker_threads').filter((key) => key !== 'Worker')),
+        v8: new Set(ownNamesOf('v8').filter((key) => !v8Denied.has(key))),
+      }
+    : {};
   function ownNamesOf(name) {
     try {
       return ownNames(require(name));
@@ -128,7 +130,12 @@
       return [];
     }
   }
-  for (const name of Module.builtinModules) {
+  // `require`, `process.getBuiltinModule` and `module` internals all pass through the
+  // wrappers below. An `import` does not, so for code that says `import` the denied
+  // built-ins are loaded now and their functions made reporters (this costs ~10-30 ms,
+  // so code without `import` is spared it: the runtime says which in `module_hooks`).
+  const eager = settings.module_hooks ? Module.builtinModules : [];
+  for (const name of eager) {
     const rule = ruleForModule(name);
     if (!rule || name === 'module') continue;
     let exports;
@@ -156,7 +163,7 @@
       }
     }
   }
-  Module.syncBuiltinESMExports();
+  if (eager.length) Module.syncBuiltinESMExports();
 
   const originalLoad = Module._load;
   defineProperty(Module, '_load', {
@@ -239,7 +246,7 @@
         return resolved;
       }
     `;
-    if (typeof Module.register === 'function') {
+    if (settings.module_hooks && typeof Module.register === 'function') {
       Module.register('data:text/javascript,' + encodeURIComponent(hooks));
     }
     const noMoreHooks = reporter(codeRule, 'module.register');

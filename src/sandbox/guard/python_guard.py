@@ -20,12 +20,12 @@ builtins without effect. Standard library only; CPython 3.8 and later.
 """
 
 def _install(settings_text, main_path):
-    import json
+    # No `json` or `re`: importing them costs more than everything else here together
+    # (about 10 ms), and the settings are plain JSON of a known shape.
     import os
-    import re
     import sys
 
-    settings = json.loads(settings_text)
+    settings = _read_json(settings_text)
     marker = settings["marker"]
     rules = tuple(settings["rules"])
 
@@ -33,10 +33,38 @@ def _install(settings_text, main_path):
     sys_module = sys
     write = os.write
     exit_now = os._exit
-    dumps = json.dumps
+    def dumps(value):
+        # JSON for the marker line: dicts of strings, numbers and None. Nested here:
+        # the bootstrap's module globals are the snippet's once it runs.
+        if value is None:
+            return "null"
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, dict):
+            return "{" + ", ".join(dumps(str(k)) + ": " + dumps(v) for k, v in value.items()) + "}"
+        text = str(value)
+        out = ['"']
+        for char in text:
+            if char in '"\\':
+                out.append("\\" + char)
+            elif ord(char) < 0x20 or 0xD800 <= ord(char) <= 0xDFFF:
+                out.append("\\u%04x" % ord(char))
+            else:
+                out.append(char)
+        out.append('"')
+        return "".join(out)
     getframe = sys._getframe
     realpath = os.path.realpath
-    proc_mem = re.compile(r"/proc/(self|thread-self|[0-9]+)(/task/[0-9]+)?/mem").fullmatch
+
+    def proc_mem(path):
+        # /proc/(self|thread-self|PID)[/task/TID]/mem
+        parts = path.split("/")
+        if len(parts) not in (4, 6) or parts[:2] != ["", "proc"] or parts[-1] != "mem":
+            return False
+        owner_ok = parts[2] in ("self", "thread-self") or parts[2].isdigit()
+        return owner_ok and (len(parts) == 4 or (parts[3] == "task" and parts[4].isdigit()))
     fspath = os.fspath
     main_file = main_path
     writable = ("/sandbox/", "/tmp/", "/dev/shm/")
@@ -206,20 +234,20 @@ def _install(settings_text, main_path):
         return text if len(text) <= 160 else text[:157] + "..."
 
     def block(rule, event, args, frame):
-        record = {
-            "rule": rule["id"],
-            "message": rule["message"],
-            "layer": "python-audit-hook",
-            "attempted": event + " " + " ".join(short(a) for a in args[:3]),
-            "line": innermost_line(frame),
-        }
+        # Whatever goes wrong while reporting, the process ends here.
         try:
-            sys_module.stdout.flush()
-        except Exception:
-            pass
-        line = (marker + dumps(record) + "\n").encode("utf-8", "replace")
-        try:
-            write(2, line)
+            record = {
+                "rule": rule["id"],
+                "message": rule["message"],
+                "layer": "python-audit-hook",
+                "attempted": event + " " + " ".join(short(a) for a in args[:3]),
+                "line": innermost_line(frame),
+            }
+            try:
+                sys_module.stdout.flush()
+            except Exception:
+                pass
+            write(2, (marker + dumps(record) + "\n").encode("utf-8", "replace"))
         finally:
             exit_now(126)
 
@@ -236,7 +264,7 @@ def _install(settings_text, main_path):
         # Links (a symlink in /tmp, /proc/self/fd/N) are followed to what they name.
         if path.startswith(("/proc", "/dev", "/sandbox", "/tmp")) or not path.startswith("/"):
             path = realpath(path)
-        return proc_mem(path) is not None
+        return proc_mem(path)
 
     dynamic_rule = rule_for_names(("exec", "eval", "compile")) or rule_for_kind("string-code")
     any_rule = rules[0] if rules else None
@@ -338,7 +366,9 @@ def _install(settings_text, main_path):
             return
 
     def importing(frame):
-        while frame is not None:
+        # Import machinery between here and the snippet's own module frame (the
+        # bootstrap itself runs inside an import, which does not count).
+        while frame is not None and frame.f_code is not main_code:
             if frame.f_code.co_filename in frozen_import or frame.f_globals.get("__name__") == "zipimport":
                 return True
             frame = frame.f_back
@@ -353,6 +383,80 @@ def _install(settings_text, main_path):
             sys_module.addaudithook(hook)
 
     return run
+
+
+def _read_json(text):
+    """Parses the settings (objects, arrays, strings, numbers, true/false/null)."""
+    at = 0
+    escapes = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+    def skip():
+        nonlocal at
+        while at < len(text) and text[at] in " \t\r\n":
+            at += 1
+
+    def value():
+        nonlocal at
+        skip()
+        char = text[at]
+        if char == "{":
+            at += 1
+            result = {}
+            skip()
+            if text[at] == "}":
+                at += 1
+                return result
+            while True:
+                skip()
+                key = value()
+                skip()
+                at += 1  # the colon
+                result[key] = value()
+                skip()
+                at += 1
+                if text[at - 1] == "}":
+                    return result
+        if char == "[":
+            at += 1
+            result = []
+            skip()
+            if text[at] == "]":
+                at += 1
+                return result
+            while True:
+                result.append(value())
+                skip()
+                at += 1
+                if text[at - 1] == "]":
+                    return result
+        if char == '"':
+            at += 1
+            out = []
+            while text[at] != '"':
+                if text[at] == "\\":
+                    kind = text[at + 1]
+                    if kind == "u":
+                        out.append(chr(int(text[at + 2:at + 6], 16)))
+                        at += 6
+                    else:
+                        out.append(escapes[kind])
+                        at += 2
+                else:
+                    out.append(text[at])
+                    at += 1
+            at += 1
+            return "".join(out)
+        for word, result in (("true", True), ("false", False), ("null", None)):
+            if text.startswith(word, at):
+                at += len(word)
+                return result
+        start = at
+        while at < len(text) and text[at] in "-+.0123456789eE":
+            at += 1
+        number = text[start:at]
+        return float(number) if any(c in number for c in ".eE") else int(number)
+
+    return value()
 
 
 def _main(install, print_exception):
@@ -374,6 +478,10 @@ def _main(install, print_exception):
         print_exception(sys.exc_info(), skip=0)
         sys.exit(1)
     start = install(settings_text, main_path)
+    # Imported so that its bytecode is cached: no handle on it is left in sys.modules
+    # (an empty module stands in, which the import system expects to find there).
+    if "python_guard" in sys.modules:
+        sys.modules["python_guard"] = type(sys)("python_guard")
     # This bootstrap runs as `__main__`: its own names go, the snippet's namespace is
     # what `python3 main.py` would give it.
     namespace = main.__dict__
