@@ -49,7 +49,7 @@ commands = {
     "node guarded": [f"{g}/exec-guard", "--floor"] + node + [
         # As src/sandbox/guard/mod.rs builds it for Node 20 under the default policy.
         "--experimental-permission", "--disable-warning=ExperimentalWarning",
-        "--allow-fs-read=*", "--allow-fs-write=/sandbox,/tmp",
+        "--allow-fs-read=*", "--allow-fs-write=/sandbox", "--allow-fs-write=/tmp",
         "--disallow-code-generation-from-strings", "--no-experimental-require-module",
         "--require", f"{g}/node_guard.cjs",
         "/sandbox/main.cjs"],

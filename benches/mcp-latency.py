@@ -30,7 +30,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-IMAGE = "code-sandbox-mcp-runtime:local"
+IMAGE = "code-sandbox-mcp-runtime:trixie"
 
 
 def percentile(samples, p):

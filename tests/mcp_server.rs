@@ -483,7 +483,7 @@ async fn a_missing_image_is_an_error_result_and_the_next_call_succeeds() {
     std::fs::write(
         &policy_path,
         "version: 1\nextends: default\npool: {size: 0}\nimages:\n  python: code-sandbox-mcp-runtime:no-such-tag\n  \
-         javascript: code-sandbox-mcp-runtime:local\n",
+         javascript: code-sandbox-mcp-runtime:trixie\n",
     )
     .unwrap();
     let mut server = InProcess::start(&policy_path, vec![]).await;

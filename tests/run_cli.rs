@@ -154,7 +154,7 @@ fn bad_input_is_a_usage_error() {
     // Over limits.code.
     let policy = scratch(
         "small-code.yaml",
-        b"version: 1\nextends: default\nlimits: { code: 1KiB }\nimages: { python: code-sandbox-mcp-runtime:local, javascript: code-sandbox-mcp-runtime:local }\n",
+        b"version: 1\nextends: default\nlimits: { code: 1KiB }\nimages: { python: code-sandbox-mcp-runtime:trixie, javascript: code-sandbox-mcp-runtime:trixie }\n",
     );
     let big = scratch("big.py", &[b'#'; 2048]);
     let output = binary()

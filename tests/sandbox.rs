@@ -24,6 +24,14 @@ fn policy(adjust: impl FnOnce(&mut Policy)) -> Arc<Policy> {
     Arc::new(policy)
 }
 
+/// Every rule at `warn`: nothing is refused and no run-time layer is installed, for
+/// tests of the container itself.
+fn warn_only(policy: &mut Policy) {
+    for rule in &mut policy.rules {
+        rule.action = code_sandbox_mcp::policy::Action::Warn;
+    }
+}
+
 fn request(language: Language, code: &str) -> RunRequest {
     RunRequest {
         kind: code_sandbox_mcp::analysis::analyze(language, code).kind,
@@ -195,8 +203,11 @@ async fn the_wall_clock_limit_kills_the_run_and_keeps_its_output() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_child_does_not_hold_the_run_open() {
     require_docker!();
+    // Starting processes allowed (every rule at warn): this is about the runtime, not
+    // the policy.
     let sandbox = Sandbox::new(policy(|p| {
-        p.limits.timeout = HumanDuration(Duration::from_secs(20))
+        p.limits.timeout = HumanDuration(Duration::from_secs(20));
+        warn_only(p);
     }));
     // The child inherits stdout and stderr and outlives the program.
     let outcome = run(
@@ -257,9 +268,11 @@ async fn a_memory_bomb_is_oom_killed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_is_stopped_by_the_pids_limit() {
     require_docker!();
+    // Forking allowed (every rule at warn, so no kernel floor): the pids limit alone.
     let sandbox = Sandbox::new(policy(|p| {
         p.limits.pids = 24;
         p.limits.timeout = HumanDuration(Duration::from_secs(2));
+        warn_only(p);
     }));
     // Children close their ends of the output pipes, so the parent's exit ends the run.
     let counted = run(
@@ -314,13 +327,26 @@ async fn an_output_flood_is_truncated_and_the_exit_code_kept() {
     assert!(flood.truncated);
     assert_eq!(flood.exit_code, 4, "the program ran to its end");
     assert!(!flood.timed_out);
+    // The head and the tail are kept around a marker that says how much was cut.
+    let marker = flood
+        .stdout
+        .lines()
+        .find(|line| line.contains("bytes cut here"))
+        .unwrap_or_else(|| panic!("no marker in {}", &flood.stdout[..200]))
+        .to_string();
     assert!(
-        flood.stdout.ends_with("\n[output truncated at 64KiB]\n"),
-        "{}",
-        &flood.stdout[flood.stdout.len().saturating_sub(100)..]
+        marker.contains("capped at 64KiB (limits.output)"),
+        "{marker}"
     );
-    // What was kept, plus the newline that puts the marker on a line of its own.
-    let kept = flood.stdout.len() - "\n[output truncated at 64KiB]\n".len();
+    assert!(
+        flood.stdout.starts_with(&"x".repeat(99)),
+        "the head is kept"
+    );
+    assert!(
+        flood.stdout.ends_with(&format!("{}\n", "x".repeat(99))),
+        "the tail is kept"
+    );
+    let kept = flood.stdout.len() - marker.len() - 2;
     assert!(kept <= 64 << 10, "{kept} bytes kept");
     assert!(kept > 60 << 10, "{kept} bytes kept");
 
@@ -333,7 +359,9 @@ async fn an_output_flood_is_truncated_and_the_exit_code_kept() {
     )
     .await;
     assert!(both.truncated);
-    assert!(both.stdout.len() + both.stderr.len() < (64 << 10) + 100);
+    // Each stream is cut to its half, with a marker line of its own.
+    assert!(both.stdout.len() + both.stderr.len() < (64 << 10) + 200);
+    assert!(both.stdout.len() > 30 << 10 && both.stderr.len() > 30 << 10);
     finish(sandbox).await;
 }
 
@@ -615,7 +643,7 @@ async fn an_image_removed_after_its_check_is_reported_and_checked_again() {
         let status = Command::new("docker").args(args).output().unwrap().status;
         assert!(status.success(), "docker {args:?}");
     };
-    docker(&["tag", "code-sandbox-mcp-runtime:local", &tag]);
+    docker(&["tag", "code-sandbox-mcp-runtime:trixie", &tag]);
     let sandbox = Sandbox::new(policy(|p| {
         p.images.python = tag.clone();
         p.pool.size = 0;
@@ -639,7 +667,7 @@ async fn an_image_removed_after_its_check_is_reported_and_checked_again() {
         };
         assert!(message.contains(&tag), "{message}");
     }
-    docker(&["tag", "code-sandbox-mcp-runtime:local", &tag]);
+    docker(&["tag", "code-sandbox-mcp-runtime:trixie", &tag]);
     assert_eq!(
         run(&sandbox, Language::Python, "print(2)").await.stdout,
         "2\n"
@@ -691,7 +719,13 @@ async fn containers_of_a_dead_process_are_removed_at_start() {
         // pid_max is at most 2^22: no process has this pid.
         .args(["--label", "code-sandbox-mcp.pid=4194304", "--label"])
         .arg(format!("code-sandbox-mcp.host={host}"))
-        .args(["code-sandbox-mcp-runtime:local", "sleep", "infinity"])
+        // The same PID namespace as this process: the pid can be judged here.
+        .arg("--label")
+        .arg(format!(
+            "code-sandbox-mcp.pidns={}",
+            std::fs::read_link("/proc/self/ns/pid").unwrap().display()
+        ))
+        .args(["code-sandbox-mcp-runtime:trixie", "sleep", "infinity"])
         .output()
         .unwrap();
     assert!(created.status.success(), "{created:?}");

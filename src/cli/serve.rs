@@ -50,7 +50,8 @@ pub fn main(args: ServeArgs) -> ExitCode {
         let on_signal = stop.clone();
         tokio::spawn(async move {
             let signal = super::termination_signal().await;
-            tracing::info!(signal, "signal received: shutting down");
+            let name = if signal == 15 { "SIGTERM" } else { "SIGINT" };
+            tracing::info!("{name}: shutting down");
             on_signal.cancel();
         });
         let (stdin, stdout) = rmcp::transport::stdio_pipes();

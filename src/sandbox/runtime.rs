@@ -646,7 +646,7 @@ fn image_unavailable(image: &str, reason: &str) -> SandboxError {
     SandboxError::ImageUnavailable(format!(
         "image `{image}` is not available locally and pulling it failed ({reason}). Pull it \
          with `docker pull {image}` where a registry is reachable, or build the offline image \
-         with scripts/build-offline-image.sh (it makes `code-sandbox-mcp-runtime:local`) and \
+         with scripts/build-offline-image.sh (it makes `code-sandbox-mcp-runtime:trixie`) and \
          set the policy's `images:` (python:, javascript:) to an image that exists locally"
     ))
 }

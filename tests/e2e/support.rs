@@ -188,7 +188,7 @@ impl TestImage {
         );
         let tag = format!("code-sandbox-mcp-runtime:test-{unique}");
         let status = Command::new("docker")
-            .args(["tag", "code-sandbox-mcp-runtime:local", &tag])
+            .args(["tag", "code-sandbox-mcp-runtime:trixie", &tag])
             .status()
             .expect("run docker tag");
         assert!(status.success(), "docker tag {tag} failed");

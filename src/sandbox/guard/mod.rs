@@ -322,7 +322,9 @@ impl Guard {
                             // Node 20 warns on every start that the model is experimental.
                             "--disable-warning=ExperimentalWarning".into(),
                             "--allow-fs-read=*".into(),
-                            format!("--allow-fs-write={},/tmp", super::container::WORKDIR),
+                            // One path a flag: Node 20.19 no longer reads a comma list.
+                            format!("--allow-fs-write={}", super::container::WORKDIR),
+                            "--allow-fs-write=/tmp".into(),
                         ]),
                         _ => {
                             return Err(format!(
