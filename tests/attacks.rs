@@ -262,9 +262,8 @@ async fn harmless_code_runs() {
     );
 }
 
-/// The run-time layers switched off leave the static check: every attack it denies
-/// never reaches a container (the snippets the check knows are in fixtures/python and
-/// fixtures/javascript; this keeps the corpus's share of them honest).
+/// The run-time layers switched off leave the static check alone: how much of the
+/// corpus it refuses before anything runs.
 #[test]
 fn the_static_check_alone_denies_what_it_knows() {
     let policy = policy();
@@ -281,8 +280,10 @@ fn the_static_check_alone_denies_what_it_knows() {
         "static check alone: {denied} of {} attacks denied",
         attacks.len()
     );
+    // Measured at 130 of 162 when the corpus was written; a drop below three quarters
+    // means the checker lost ground.
     assert!(
-        denied * 2 >= attacks.len(),
+        denied * 4 >= attacks.len() * 3,
         "the check denies only {denied} of {}",
         attacks.len()
     );
