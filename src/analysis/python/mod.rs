@@ -13,6 +13,7 @@ mod depth;
 mod dynamic;
 mod encoding;
 mod fold;
+mod indent;
 mod paths;
 mod resolve;
 mod scope;
@@ -50,6 +51,17 @@ pub fn analyze(source: &str) -> Vec<Fact> {
     }
     let body = match ast::Suite::parse(source, "<snippet>") {
         Ok(body) => body,
+        Err(error) if error.error.to_string().contains(indent::REFUSED) => {
+            // Indentation CPython accepts and rustpython does not: parse it as CPython
+            // measures it (see `indent`).
+            if let Some(respelled) = indent::respell(source) {
+                let mut facts = analyze(&respelled.source);
+                respelled.map_back(&mut facts);
+                return facts;
+            }
+            let offset = error.offset.to_usize();
+            return refuse(offset, offset + 1, format!("syntax error: {}", error.error));
+        }
         Err(error) => {
             let mut offset = error.offset.to_usize();
             let message = error.error.to_string();
