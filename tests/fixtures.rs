@@ -108,3 +108,31 @@ fn there_are_enough_fixtures() {
         "{python} Python + {javascript} JavaScript fixtures; want 150 or more"
     );
 }
+
+/// Every snapshot belongs to a fixture that exists (what `cargo insta test
+/// --unreferenced=reject` checks): a renamed or deleted fixture must take its snapshot
+/// with it, or the snapshot would silently stop being compared.
+#[test]
+fn no_snapshot_is_left_without_its_fixture() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut orphans = Vec::new();
+    for entry in std::fs::read_dir(root.join("tests/snapshots")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let fixture = name
+            .strip_suffix(".snap")
+            .and_then(|stem| {
+                let (test, file) = stem.split_once('@')?;
+                let dir = match test {
+                    "fixtures__python_fixtures" => "python",
+                    "fixtures__javascript_fixtures" => "javascript",
+                    _ => return None,
+                };
+                Some(root.join("fixtures").join(dir).join(file))
+            })
+            .filter(|path| path.is_file());
+        if fixture.is_none() {
+            orphans.push(name);
+        }
+    }
+    assert!(orphans.is_empty(), "snapshots without a fixture: {orphans:?}");
+}
