@@ -134,5 +134,8 @@ fn no_snapshot_is_left_without_its_fixture() {
             orphans.push(name);
         }
     }
-    assert!(orphans.is_empty(), "snapshots without a fixture: {orphans:?}");
+    assert!(
+        orphans.is_empty(),
+        "snapshots without a fixture: {orphans:?}"
+    );
 }

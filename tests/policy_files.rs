@@ -216,6 +216,41 @@ fn errors_name_file_line_column_and_key() {
     }
 }
 
+/// Each error points at the value at fault, exactly, even where a text search for its
+/// key would land elsewhere: the key in a comment or a message above it, flow style, a
+/// later list element, the second listing of a duplicate.
+#[test]
+fn errors_point_at_the_exact_value() {
+    let dir = scratch("exact");
+    let cases: &[(&str, &str, &str)] = &[
+        ("# keep cpus: 0 in mind\nlimits:\n  memory: 1GiB\n  cpus: 0\n", "cpus.yaml:4:9", "limits.cpus: must be a number of cores above 0"),
+        ("limits: { memory: 1GiB, pids: 0 }\n", "flow.yaml:1:31", "limits.pids: must be at least 1"),
+        ("limits:\n  output: 1KiB\n  memory: 1MiB\n", "mem.yaml:3:11", "limits.memory: must be at least 6MiB"),
+        ("limits:\n  timeout: 0s\n", "zero.yaml:2:12", "limits.timeout: must be above 0"),
+        ("# version: 1\n\nversion: 2\n", "version.yaml:3:10", "version: unsupported version 2"),
+        ("env:\n  pass_through: [OK, \"MY KEY\"]\n", "env.yaml:2:22", "env.pass_through[1]: `MY KEY`"),
+        ("images:\n  javascript: node\n  python: \"python 3\"\n", "image.yaml:3:11", "images.python: `python 3` is not an image reference"),
+        ("pool:\n  size: 1\n  max_concurrent: 0\n", "pool.yaml:3:19", "pool.max_concurrent: must be at least 1"),
+        ("runtime: \"run sc\"\n", "runtime.yaml:1:10", "runtime: `run sc` is not a container runtime name"),
+        ("rules:\n  - id: network\n    message: \"id: Net\"\n  - id: Net\n", "ruleid.yaml:4:9", "rules[1].id: rule id `Net` must be lower-case"),
+        ("rules:\n  - id: network\n    action: off\n  # id: network would be listed twice\n  - id: network\n    action: warn\n", "dup.yaml:5:9", "rules[1].id: rule `network` is listed twice"),
+        ("rules:\n  - id: network\n    action: warn\n  - id: mine\n    message: m\n    python: { modules: [x] }\n", "newrule.yaml:4:9", "rules[1].id: rule `mine` is new"),
+        ("rules:\n  - { id: a1, category: c, message: m }\n", "nomatch.yaml:2:11", "rules[0].id: rule `a1` matches nothing"),
+    ];
+    for (text, location, needle) in cases {
+        let file = location.split(':').next().unwrap();
+        let err = load(&dir, file, text).expect_err(file);
+        assert!(
+            err.starts_with(&format!("{}", dir.join(location).display())),
+            "{file}: expected `{location}` at the start of: {err}"
+        );
+        assert!(
+            err.contains(needle),
+            "{file}: expected `{needle}` in: {err}"
+        );
+    }
+}
+
 #[test]
 fn discovery_prefers_flag_then_env_then_nearest_project_file() {
     if std::env::var_os("CODE_SANDBOX_POLICY").is_some() {

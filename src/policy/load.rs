@@ -141,7 +141,6 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
             .map_err(|e| error(&label, None, format!("cannot read policy file: {e}")))?,
     };
     let file = parse(&label, &text)?;
-    validate(&label, &text, &file)?;
 
     let base = match (&file.extends, source) {
         (Some(parent), _) => Some(parent_source(parent, source)),
@@ -224,154 +223,84 @@ fn suggest_key(message: &str) -> Option<String> {
         .map(|(_, candidate)| candidate.to_string())
 }
 
-/// The first line where `key:` appears, to point at values that parse but make no sense.
-fn key_line(text: &str, key: &str) -> Option<usize> {
-    let needle = format!("{key}:");
-    text.lines()
-        .position(|line| {
-            let code = line.split('#').next().unwrap_or_default();
-            code.trim_start().starts_with(&needle)
-                || code.contains(&format!(" {needle}"))
-                || code.contains(&format!("{{{needle}"))
-        })
-        .map(|i| i + 1)
-}
-
-/// Checks that need more than one value's type.
-fn validate(label: &str, text: &str, file: &PolicyFile) -> Result<(), PolicyError> {
-    let at = |key: &str, message: String| PolicyError {
-        file: label.to_string(),
-        line: key_line(text, key),
-        column: None,
-        message: format!("{key}: {message}"),
+/// Where rule number `index`'s `id` value stands in `text`, as serde_yaml itself
+/// reports it: a second read of the file stops with an error exactly there. Used for
+/// errors found only when the rule meets the policy it extends.
+fn rule_id_location(text: &str, index: usize) -> Option<serde_yaml::Location> {
+    use serde::de::{
+        DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Visitor,
     };
-    if let Some(version) = file.version {
-        if version != 1 {
-            return Err(at(
-                "version",
-                format!("unsupported version {version}; this build reads version 1"),
-            ));
-        }
-    }
-    if let Some(limits) = &file.limits {
-        if let Some(cpus) = limits.cpus {
-            if !(cpus > 0.0 && cpus <= 1024.0) {
-                return Err(at(
-                    "cpus",
-                    format!("must be a number of cores above 0, got {cpus}"),
-                ));
-            }
-        }
-        if limits.pids == Some(0) {
-            return Err(at("pids", "must be at least 1".into()));
-        }
-        for (key, value) in [
-            ("memory", limits.memory),
-            ("output", limits.output),
-            ("code", limits.code),
-            ("tmpfs", limits.tmpfs),
-        ] {
-            if value.is_some_and(|v| v.bytes() == 0) {
-                return Err(at(key, "must be above 0".into()));
-            }
-        }
-        if limits.memory.is_some_and(|m| m.bytes() < 6 << 20) {
-            return Err(at(
-                "memory",
-                "must be at least 6MiB (the engine's own floor)".into(),
-            ));
-        }
-        if limits.timeout.is_some_and(|t| t.0.is_zero()) {
-            return Err(at("timeout", "must be above 0".into()));
-        }
-    }
-    if let Some(images) = &file.images {
-        for (key, image) in [
-            ("python", &images.python),
-            ("javascript", &images.javascript),
-        ] {
-            if image
-                .as_ref()
-                .is_some_and(|i| i.trim().is_empty() || i.contains(char::is_whitespace))
-            {
-                return Err(at(
-                    key,
-                    format!(
-                        "`{}` is not an image reference",
-                        image.as_deref().unwrap_or_default()
-                    ),
-                ));
-            }
-        }
-    }
-    if let Some(runtime) = &file.runtime {
-        let valid = !runtime.is_empty()
-            && runtime
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-        if !valid {
-            return Err(at(
-                "runtime",
-                format!("`{runtime}` is not a container runtime name (such as `runsc`)"),
-            ));
-        }
-    }
-    if let Some(pool) = &file.pool {
-        if pool.max_concurrent == Some(0) {
-            return Err(at("max_concurrent", "must be at least 1".into()));
-        }
-    }
-    if let Some(env) = &file.env {
-        for name in env.pass_through.iter().flatten() {
-            let valid = !name.is_empty()
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                return Err(at(
-                    "pass_through",
-                    format!("`{name}` is not an environment variable name"),
-                ));
-            }
-        }
-    }
-    let mut seen = std::collections::HashSet::new();
-    for rule in file.rules.iter().flatten() {
-        let id_ok = !rule.id.is_empty()
-            && rule
-                .id
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-        if !id_ok {
-            return Err(at(
-                "id",
-                format!(
-                    "rule id `{}` must be lower-case letters, digits, `-` or `_`",
-                    rule.id
-                ),
-            ));
-        }
-        if !seen.insert(rule.id.as_str()) {
-            return Err(PolicyError {
-                line: nth_rule_line(text, &rule.id),
-                ..at("id", format!("rule `{}` is listed twice", rule.id))
-            });
-        }
-    }
-    Ok(())
-}
+    use std::fmt;
 
-/// The last line that declares rule `id`, for duplicate-rule errors.
-fn nth_rule_line(text: &str, id: &str) -> Option<usize> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| {
-            let line = line.trim_start().trim_start_matches("- ").trim_start();
-            line.strip_prefix("id:")
-                .map(|v| v.trim().trim_matches(['"', '\'']))
-                == Some(id)
-        })
-        .map(|(i, _)| i + 1)
-        .last()
+    /// Fails inside the visit of the scalar, so that the error carries its position.
+    struct Stop;
+    impl<'de> Visitor<'de> for Stop {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a rule id")
+        }
+        fn visit_str<E: Error>(self, _: &str) -> Result<(), E> {
+            Err(E::custom("here"))
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Stop {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    /// A map in which the value under `key` is handed to `seed`.
+    struct Under<S>(&'static str, Option<S>);
+    impl<'de, S: DeserializeSeed<'de, Value = ()>> Visitor<'de> for Under<S> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map")
+        }
+        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                match self.1.take() {
+                    Some(seed) if key == self.0 => map.next_value_seed(seed)?,
+                    other => {
+                        self.1 = other;
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    impl<'de, S: DeserializeSeed<'de, Value = ()>> DeserializeSeed<'de> for Under<S> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    /// The `index`th element of a list, handed to a map probe for its `id`.
+    struct Nth(usize);
+    impl<'de> Visitor<'de> for Nth {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            for _ in 0..self.0 {
+                seq.next_element::<IgnoredAny>()?;
+            }
+            seq.next_element_seed(Under("id", Some(Stop)))?;
+            Ok(())
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Nth {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    let probe = Under("rules", Some(Nth(index)));
+    let error = probe
+        .deserialize(serde_yaml::Deserializer::from_str(text))
+        .err()?;
+    error.location()
 }
 
 /// Lays a file over the policy it extends (or, for the root preset, over nothing).
@@ -465,8 +394,20 @@ fn merge(
         .max_concurrent
         .unwrap_or(policy.pool.max_concurrent);
 
-    for rule_file in file.rules.unwrap_or_default() {
-        merge_rule(label, text, &mut policy.rules, rule_file)?;
+    let rules = file.rules.unwrap_or_default();
+    for (index, rule) in rules.iter().enumerate() {
+        if rules[..index].iter().any(|earlier| earlier.id == rule.id) {
+            let at = rule_id_location(text, index);
+            return Err(PolicyError {
+                file: label.to_string(),
+                line: at.as_ref().map(|at| at.line()),
+                column: at.as_ref().map(|at| at.column()),
+                message: format!("rules[{index}].id: rule `{}` is listed twice", rule.id),
+            });
+        }
+    }
+    for (index, rule_file) in rules.into_iter().enumerate() {
+        merge_rule(label, text, &mut policy.rules, rule_file, index)?;
     }
     Ok(policy)
 }
@@ -478,6 +419,7 @@ fn merge_rule(
     text: &str,
     rules: &mut Vec<Rule>,
     entry: RuleFile,
+    index: usize,
 ) -> Result<(), PolicyError> {
     if let Some(rule) = rules.iter_mut().find(|r| r.id == entry.id) {
         if let Some(category) = entry.category {
@@ -500,7 +442,14 @@ fn merge_rule(
         }
         return Ok(());
     }
-    let line = nth_rule_line(text, &entry.id);
+    let (line, column) = rule_id_location(text, index)
+        .map_or((None, None), |at| (Some(at.line()), Some(at.column())));
+    let at_rule = |message: String| PolicyError {
+        file: label.to_string(),
+        line,
+        column,
+        message: format!("rules[{index}].id: {message}"),
+    };
     let nearest = rules
         .iter()
         .map(|r| (strsim::damerau_levenshtein(&entry.id, &r.id), r.id.as_str()))
@@ -510,10 +459,7 @@ fn merge_rule(
         .unwrap_or_default();
     let require = |value: Option<String>, key: &str| {
         value.ok_or_else(|| {
-            error(
-                label,
-                line,
-                format!(
+            at_rule(format!(
                     "rule `{}` is new (no inherited rule has this id){nearest}, so it needs `{key}`; inherited rules: {}",
                     entry.id,
                     rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
@@ -525,14 +471,10 @@ fn merge_rule(
     let message = require(entry.message.clone(), "message")?;
     let action = entry.action.unwrap_or(Action::Deny);
     if entry.any_language.is_none() && entry.python.is_none() && entry.javascript.is_none() {
-        return Err(error(
-            label,
-            line,
-            format!(
-                "rule `{}` matches nothing: give `python`, `javascript` or `any_language`",
-                entry.id
-            ),
-        ));
+        return Err(at_rule(format!(
+            "rule `{}` matches nothing: give `python`, `javascript` or `any_language`",
+            entry.id
+        )));
     }
     rules.push(Rule {
         id: entry.id,

@@ -11,12 +11,16 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyFile {
+    /// Only `1` is read; checked while the file is parsed, so nothing else reads it.
+    #[serde(default, deserialize_with = "checked::version")]
+    #[allow(dead_code)]
     pub version: Option<u32>,
     /// A preset name (`default`, `strict`, `permissive`) or a path relative to this file.
     pub extends: Option<String>,
     /// Which container engine runs snippets.
     pub engine: Option<EngineKind>,
     /// The engine's container runtime (`runsc` for gVisor); absent: the engine's default.
+    #[serde(default, deserialize_with = "checked::runtime")]
     pub runtime: Option<String>,
     pub limits: Option<LimitsFile>,
     pub network: Option<NetworkMode>,
@@ -31,25 +35,35 @@ pub struct PolicyFile {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsFile {
+    #[serde(default, deserialize_with = "checked::timeout")]
     pub timeout: Option<HumanDuration>,
+    #[serde(default, deserialize_with = "checked::memory")]
     pub memory: Option<ByteSize>,
+    #[serde(default, deserialize_with = "checked::cpus")]
     pub cpus: Option<f64>,
+    #[serde(default, deserialize_with = "checked::at_least_one_u32")]
     pub pids: Option<u32>,
+    #[serde(default, deserialize_with = "checked::nonzero_size")]
     pub output: Option<ByteSize>,
+    #[serde(default, deserialize_with = "checked::nonzero_size")]
     pub code: Option<ByteSize>,
+    #[serde(default, deserialize_with = "checked::nonzero_size")]
     pub tmpfs: Option<ByteSize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImagesFile {
+    #[serde(default, deserialize_with = "checked::image")]
     pub python: Option<String>,
+    #[serde(default, deserialize_with = "checked::image")]
     pub javascript: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvFile {
+    #[serde(default, deserialize_with = "checked::variable_names")]
     pub pass_through: Option<Vec<String>>,
 }
 
@@ -57,12 +71,14 @@ pub struct EnvFile {
 #[serde(deny_unknown_fields)]
 pub struct PoolFile {
     pub size: Option<usize>,
+    #[serde(default, deserialize_with = "checked::at_least_one_usize")]
     pub max_concurrent: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleFile {
+    #[serde(deserialize_with = "checked::rule_id")]
     pub id: String,
     pub category: Option<String>,
     pub action: Option<Action>,
@@ -282,4 +298,225 @@ impl Rule {
 
 fn is_empty_matcher(matcher: &Matcher) -> bool {
     *matcher == Matcher::default()
+}
+
+/// Checks made while the file is read, so that serde_yaml's error names the exact line
+/// and column of the value at fault (and its key path), not a guess.
+mod checked {
+    use super::{ByteSize, HumanDuration};
+    use serde::de::{value, Deserializer, Error, IntoDeserializer, SeqAccess, Visitor};
+    use serde::Deserialize;
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    /// Deserializes an optional `T` and checks it. The value is read and checked inside
+    /// the deserializer's own call for the scalar (`deserialize_any`), which is what makes
+    /// serde_yaml stamp an error with that scalar's line, column and key path.
+    fn check<'de, D, T, F>(deserializer: D, valid: F) -> Result<Option<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de>,
+        F: FnOnce(&T) -> Result<(), String>,
+    {
+        struct Optional<T, F>(F, PhantomData<T>);
+        impl<'de, T: Deserialize<'de>, F: FnOnce(&T) -> Result<(), String>> Visitor<'de>
+            for Optional<T, F>
+        {
+            type Value = Option<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a value")
+            }
+            fn visit_none<E: Error>(self) -> Result<Option<T>, E> {
+                Ok(None)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
+                d.deserialize_any(Scalar(self.0, PhantomData)).map(Some)
+            }
+        }
+        deserializer.deserialize_option(Optional(valid, PhantomData))
+    }
+
+    /// A scalar turned into `T` and checked, within the visit of the scalar itself.
+    struct Scalar<T, F>(F, PhantomData<T>);
+
+    impl<T, F: FnOnce(&T) -> Result<(), String>> Scalar<T, F> {
+        fn finish<E: Error>(self, read: Result<T, value::Error>) -> Result<T, E> {
+            let value = read.map_err(E::custom)?;
+            (self.0)(&value).map_err(E::custom)?;
+            Ok(value)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>, F: FnOnce(&T) -> Result<(), String>> Visitor<'de> for Scalar<T, F> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a number or a string")
+        }
+        fn visit_bool<E: Error>(self, v: bool) -> Result<T, E> {
+            self.finish(T::deserialize(v.into_deserializer()))
+        }
+        fn visit_i64<E: Error>(self, v: i64) -> Result<T, E> {
+            self.finish(T::deserialize(v.into_deserializer()))
+        }
+        fn visit_u64<E: Error>(self, v: u64) -> Result<T, E> {
+            self.finish(T::deserialize(v.into_deserializer()))
+        }
+        fn visit_f64<E: Error>(self, v: f64) -> Result<T, E> {
+            self.finish(T::deserialize(v.into_deserializer()))
+        }
+        fn visit_str<E: Error>(self, v: &str) -> Result<T, E> {
+            self.finish(T::deserialize(v.into_deserializer()))
+        }
+    }
+
+    pub fn version<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        check(d, |v: &u32| match v {
+            1 => Ok(()),
+            other => Err(format!(
+                "unsupported version {other}; this build reads version 1"
+            )),
+        })
+    }
+
+    pub fn cpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        check(d, |cpus: &f64| {
+            if *cpus > 0.0 && *cpus <= 1024.0 {
+                Ok(())
+            } else {
+                Err(format!("must be a number of cores above 0, got {cpus}"))
+            }
+        })
+    }
+
+    pub fn at_least_one_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        check(d, |n: &u32| {
+            if *n >= 1 {
+                Ok(())
+            } else {
+                Err("must be at least 1".into())
+            }
+        })
+    }
+
+    pub fn at_least_one_usize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        check(d, |n: &usize| {
+            if *n >= 1 {
+                Ok(())
+            } else {
+                Err("must be at least 1".into())
+            }
+        })
+    }
+
+    pub fn nonzero_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ByteSize>, D::Error> {
+        check(d, |size: &ByteSize| {
+            if size.bytes() > 0 {
+                Ok(())
+            } else {
+                Err("must be above 0".into())
+            }
+        })
+    }
+
+    pub fn memory<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ByteSize>, D::Error> {
+        check(d, |size: &ByteSize| {
+            if size.bytes() >= 6 << 20 {
+                Ok(())
+            } else {
+                Err("must be at least 6MiB (the engine's own floor)".into())
+            }
+        })
+    }
+
+    pub fn timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HumanDuration>, D::Error> {
+        check(d, |t: &HumanDuration| {
+            if t.0.is_zero() {
+                Err("must be above 0".into())
+            } else {
+                Ok(())
+            }
+        })
+    }
+
+    pub fn image<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        check(d, |image: &String| {
+            if image.trim().is_empty() || image.contains(char::is_whitespace) {
+                Err(format!("`{image}` is not an image reference"))
+            } else {
+                Ok(())
+            }
+        })
+    }
+
+    pub fn runtime<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        check(d, |runtime: &String| {
+            let valid = !runtime.is_empty()
+                && runtime
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            if valid {
+                Ok(())
+            } else {
+                Err(format!(
+                    "`{runtime}` is not a container runtime name (such as `runsc`)"
+                ))
+            }
+        })
+    }
+
+    pub fn variable_names<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Vec<String>>, D::Error> {
+        struct Names;
+        impl<'de> Visitor<'de> for Names {
+            type Value = Vec<String>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of environment variable names")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut names = Vec::new();
+                while let Some(name) = seq.next_element_seed(Checked(|name: &String| {
+                    let valid = !name.is_empty()
+                        && !name.starts_with(|c: char| c.is_ascii_digit())
+                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if valid {
+                        Ok(())
+                    } else {
+                        Err(format!("`{name}` is not an environment variable name"))
+                    }
+                }))? {
+                    names.push(name);
+                }
+                Ok(names)
+            }
+        }
+        d.deserialize_seq(Names).map(Some)
+    }
+
+    pub fn rule_id<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        let id = check(d, |id: &String| {
+            let valid = !id.is_empty()
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+            if valid {
+                Ok(())
+            } else {
+                Err(format!(
+                    "rule id `{id}` must be lower-case letters, digits, `-` or `_`"
+                ))
+            }
+        })?;
+        id.ok_or_else(|| D::Error::custom("a rule needs an `id`"))
+    }
+
+    /// A value deserialized and then checked, as one seed (for list elements).
+    struct Checked<F>(F);
+
+    impl<'de, F: FnOnce(&String) -> Result<(), String>> serde::de::DeserializeSeed<'de> for Checked<F> {
+        type Value = String;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+            d.deserialize_any(Scalar(self.0, PhantomData))
+        }
+    }
 }
