@@ -751,3 +751,85 @@ async fn containers_of_a_dead_process_are_removed_at_start() {
     assert!(gone, "the dead instance's container was removed");
     finish(sandbox).await;
 }
+
+/// A run cancelled while its container is still being created keeps its concurrency
+/// slot until that creation has ended and the container is gone: with one slot, the
+/// next run's container never exists beside the abandoned one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_keeps_its_slot_until_its_container_is_gone() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| {
+        p.pool.size = 0;
+        p.pool.max_concurrent = 1;
+    }));
+    // The engine and the image are ready, so the cancellation lands in the creation.
+    run(&sandbox, Language::Python, "print(1)").await;
+    // Its container is removed in the background: wait until it is gone.
+    for _ in 0..100 {
+        if containers_of(&sandbox).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let watching = CancellationToken::new();
+    let watcher = {
+        let (sandbox, most, watching) = (sandbox.clone(), most.clone(), watching.clone());
+        tokio::spawn(async move {
+            while !watching.is_cancelled() {
+                let count = containers_of(&sandbox).len();
+                most.fetch_max(count, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let cancel = CancellationToken::new();
+    let abandoned = {
+        let (sandbox, cancel) = (sandbox.clone(), cancel.clone());
+        tokio::spawn(async move {
+            sandbox
+                .run(request(Language::Python, "print(2)"), cancel)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    cancel.cancel();
+    assert!(matches!(
+        abandoned.await.unwrap(),
+        Err(SandboxError::Cancelled)
+    ));
+    let next = run(
+        &sandbox,
+        Language::Python,
+        "import time\ntime.sleep(1)\nprint(3)",
+    )
+    .await;
+    assert_eq!(next.stdout, "3\n", "{next:?}");
+    watching.cancel();
+    watcher.await.unwrap();
+    assert_eq!(
+        most.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "containers of this instance alive at once"
+    );
+    finish(sandbox).await;
+}
+
+/// After shutdown a run is refused with its own error, not one that invites a retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_after_shutdown_is_refused_as_shutting_down() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| p.pool.size = 0));
+    sandbox.shutdown().await;
+    let refused = sandbox
+        .run(
+            request(Language::Python, "print(1)"),
+            CancellationToken::new(),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(SandboxError::ShuttingDown)),
+        "{refused:?}"
+    );
+    finish(sandbox).await;
+}
