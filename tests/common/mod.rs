@@ -1,6 +1,8 @@
 //! Shared by the integration tests that need a real container engine.
 #![allow(dead_code)]
 
+pub mod mcp_client;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -131,4 +133,63 @@ pub fn runtime_available(name: &str) -> bool {
         eprintln!("\n!!!!!!!! SKIPPING: the engine has no `{name}` runtime !!!!!!!!\n");
     }
     found
+}
+
+/// The binary under test, without the caller's policy or log settings.
+pub fn binary() -> Command {
+    let mut command = Command::new(binary_path());
+    command
+        .env_remove("CODE_SANDBOX_POLICY")
+        .env_remove("RUST_LOG");
+    command
+}
+
+pub fn binary_path() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_code-sandbox-mcp"))
+}
+
+/// Output bytes as text (invalid UTF-8 replaced).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A file with `contents` in a scratch directory of its own.
+pub fn scratch_file(name: &str, contents: &[u8]) -> PathBuf {
+    let path = scratch(&format!("file-{name}")).join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+/// The local-image test policy with `adjust` applied (pool sizes, limits a test wants
+/// to hit quickly), ready for a `Sandbox`.
+pub fn test_policy(
+    adjust: impl FnOnce(&mut code_sandbox_mcp::policy::Policy),
+) -> std::sync::Arc<code_sandbox_mcp::policy::Policy> {
+    let path = local_image_policy();
+    let mut policy =
+        code_sandbox_mcp::policy::Policy::discover(Some(path.to_str().unwrap()), root())
+            .expect("the test policy loads");
+    adjust(&mut policy);
+    std::sync::Arc::new(policy)
+}
+
+/// Every rule at `warn`: nothing is refused and no run-time layer is installed, for
+/// tests of the container itself.
+pub fn warn_only(policy: &mut code_sandbox_mcp::policy::Policy) {
+    for rule in &mut policy.rules {
+        rule.action = code_sandbox_mcp::policy::Action::Warn;
+    }
+}
+
+/// A request for `code`, with the source kind the check would have found.
+pub fn request(
+    language: code_sandbox_mcp::analysis::Language,
+    code: &str,
+) -> code_sandbox_mcp::sandbox::RunRequest {
+    code_sandbox_mcp::sandbox::RunRequest {
+        kind: code_sandbox_mcp::analysis::analyze(language, code).kind,
+        code: code.to_string(),
+        timeout: None,
+        env: Vec::new(),
+    }
 }

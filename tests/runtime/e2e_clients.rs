@@ -6,15 +6,13 @@
 //! loudly, except with CI=true, where that is a failure. Each test's policy uses an image
 //! tag of its own, so "no container left" means this test's containers only.
 
-mod common;
-#[path = "e2e/support.rs"]
-mod support;
+use crate::common;
 
+use crate::common::mcp_client::TestImage;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use support::TestImage;
 
 /// How long one client run may take before it is killed (a hang guard, not a timing
 /// assertion).
@@ -85,10 +83,6 @@ fn clients() -> Option<&'static Clients> {
     }
 }
 
-fn binary() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_code-sandbox-mcp"))
-}
-
 /// Runs `command` to completion (killing it past `CLIENT_LIMIT`); returns (success,
 /// stdout, stderr).
 fn run(mut command: Command) -> (bool, String, String) {
@@ -146,7 +140,7 @@ fn the_official_python_sdk_drives_both_run_tools_a_denial_a_timeout_and_cancella
     let mut command = Command::new(&clients.python);
     command
         .arg(common::root().join("tests/e2e/python_sdk_client.py"))
-        .arg(binary())
+        .arg(common::binary_path())
         .arg(&image.policy_path)
         .arg(&image.tag);
     let (ok, stdout, stderr) = run(command);
@@ -182,7 +176,7 @@ fn the_fastmcp_readme_example_runs_as_written() {
     }
     let Some(clients) = clients() else { return };
     let image = TestImage::new("fastmcp", 1);
-    let bin_dir = binary().parent().unwrap();
+    let bin_dir = common::binary_path().parent().unwrap();
     let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
     ))
@@ -219,7 +213,7 @@ fn inspector(clients: &Clients, policy: &Path, args: &[&str]) -> serde_json::Val
         .arg("--cli")
         .arg("-e")
         .arg(format!("CODE_SANDBOX_POLICY={}", policy.display()))
-        .arg(binary())
+        .arg(common::binary_path())
         .args(args);
     let (ok, stdout, stderr) = run(command);
     assert!(

@@ -1,20 +1,11 @@
 //! Policy files as a project writes them: discovery, `extends`, rule merging, and
 //! errors that name the file, line, column and key.
 
+use crate::common::scratch;
 use code_sandbox_mcp::analysis::Language;
 use code_sandbox_mcp::policy::{Action, NetworkMode, Policy, PolicyEngine, PolicySource};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-/// A fresh directory under the target dir, unique per test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("policy-files")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn load(dir: &Path, file: &str, text: &str) -> Result<Policy, String> {
     let path = dir.join(file);

@@ -11,13 +11,14 @@
 //!
 //! Runs are spread over a few sandboxes at once; each run gets a fresh container.
 
-mod common;
+use crate::common;
 
-use code_sandbox_mcp::analysis::{analyze, Language};
-use code_sandbox_mcp::policy::{Policy, PolicyEngine};
-use code_sandbox_mcp::sandbox::{RunOutcome, RunRequest, Sandbox};
+use code_sandbox_mcp::analysis::Language;
+use code_sandbox_mcp::policy::{HumanDuration, Policy, PolicyEngine};
+use code_sandbox_mcp::sandbox::{RunOutcome, Sandbox};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 const PROCESS_CANARY: &str = "CANARY-PROC-42";
@@ -61,14 +62,11 @@ fn runnable_here(source: &str) -> bool {
 }
 
 fn policy() -> Arc<Policy> {
-    let path = common::local_image_policy();
-    let mut policy =
-        Policy::discover(Some(path.to_str().unwrap()), common::root()).expect("test policy");
-    policy.pool.size = 2;
-    policy.pool.max_concurrent = 2;
-    policy.limits.timeout =
-        code_sandbox_mcp::policy::HumanDuration(std::time::Duration::from_secs(15));
-    Arc::new(policy)
+    common::test_policy(|policy| {
+        policy.pool.size = 2;
+        policy.pool.max_concurrent = 2;
+        policy.limits.timeout = HumanDuration(Duration::from_secs(15));
+    })
 }
 
 /// What became of one snippet.
@@ -105,12 +103,7 @@ async fn judge(all: &[(PathBuf, Language)], skip_check: bool) -> Vec<Verdict> {
             let outcome = if denied {
                 None
             } else {
-                let request = RunRequest {
-                    kind: analyze(language, &source).kind,
-                    code: source,
-                    timeout: None,
-                    env: Vec::new(),
-                };
+                let request = common::request(language, &source);
                 Some(
                     sandbox
                         .run(request, CancellationToken::new())

@@ -2,20 +2,10 @@
 //! snippet's output and exit code passed through (or one JSON object), and exit codes
 //! 1 (denied), 2 (bad input), 125 (no engine), 128+N (killed by a signal).
 
-mod common;
-
+use crate::common::{self, binary, text};
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
-
-fn binary() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_code-sandbox-mcp"));
-    command
-        .env_remove("CODE_SANDBOX_POLICY")
-        .env_remove("RUST_LOG");
-    command
-}
 
 /// `run ARGS… --policy tests/policies/local-image.yaml` with `stdin` as input.
 fn run(args: &[&str], stdin: &[u8]) -> Output {
@@ -38,19 +28,6 @@ fn run_with(mut command: Command, args: &[&str], stdin: &[u8]) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// A file in this test binary's scratch directory.
-fn scratch(name: &str, contents: &[u8]) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("run_cli");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, contents).unwrap();
-    path
-}
-
 macro_rules! require_docker {
     () => {
         if !common::docker_ready() {
@@ -62,7 +39,7 @@ macro_rules! require_docker {
 #[test]
 fn text_format_passes_output_and_the_exit_code_through() {
     require_docker!();
-    let file = scratch(
+    let file = common::scratch_file(
         "exit5.py",
         b"import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\nsys.exit(5)\n",
     );
@@ -152,11 +129,11 @@ fn bad_input_is_a_usage_error() {
     assert!(text(&output.stderr).contains("not valid UTF-8"));
 
     // Over limits.code.
-    let policy = scratch(
+    let policy = common::scratch_file(
         "small-code.yaml",
         b"version: 1\nextends: default\nlimits: { code: 1KiB }\nimages: { python: code-sandbox-mcp-runtime:trixie, javascript: code-sandbox-mcp-runtime:trixie }\n",
     );
-    let big = scratch("big.py", &[b'#'; 2048]);
+    let big = common::scratch_file("big.py", &[b'#'; 2048]);
     let output = binary()
         .args(["run", big.to_str().unwrap(), "--policy"])
         .arg(&policy)
@@ -182,7 +159,7 @@ fn bad_input_is_a_usage_error() {
     );
 
     // Unknown extension, no --language.
-    let file = scratch("notes.txt", b"print(1)");
+    let file = common::scratch_file("notes.txt", b"print(1)");
     let output = run(&[file.to_str().unwrap()], b"");
     assert_eq!(output.status.code(), Some(2));
 }

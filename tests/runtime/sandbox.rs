@@ -3,11 +3,11 @@
 //! down, and checks that no container labelled with that instance's id is left, so the
 //! tests can run in parallel without seeing each other's containers.
 
-mod common;
+use crate::common::{self, request, warn_only};
 
 use code_sandbox_mcp::analysis::Language;
 use code_sandbox_mcp::policy::{ByteSize, EngineKind, HumanDuration, Policy};
-use code_sandbox_mcp::sandbox::{RunOutcome, RunRequest, Sandbox, SandboxError};
+use code_sandbox_mcp::sandbox::{RunOutcome, Sandbox, SandboxError};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,29 +16,10 @@ use tokio_util::sync::CancellationToken;
 /// The local-image policy with a small pool (tests make many instances) and `adjust`
 /// applied, for limits a test wants to hit quickly.
 fn policy(adjust: impl FnOnce(&mut Policy)) -> Arc<Policy> {
-    let path = common::local_image_policy();
-    let mut policy =
-        Policy::discover(Some(path.to_str().unwrap()), common::root()).expect("test policy loads");
-    policy.pool.size = 1;
-    adjust(&mut policy);
-    Arc::new(policy)
-}
-
-/// Every rule at `warn`: nothing is refused and no run-time layer is installed, for
-/// tests of the container itself.
-fn warn_only(policy: &mut Policy) {
-    for rule in &mut policy.rules {
-        rule.action = code_sandbox_mcp::policy::Action::Warn;
-    }
-}
-
-fn request(language: Language, code: &str) -> RunRequest {
-    RunRequest {
-        kind: code_sandbox_mcp::analysis::analyze(language, code).kind,
-        code: code.to_string(),
-        timeout: None,
-        env: Vec::new(),
-    }
+    common::test_policy(|policy| {
+        policy.pool.size = 1;
+        adjust(policy);
+    })
 }
 
 async fn run(sandbox: &Sandbox, language: Language, code: &str) -> RunOutcome {

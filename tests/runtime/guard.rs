@@ -3,23 +3,21 @@
 //! as if the checker had let everything through), reports like a denial, keeps the
 //! output printed before the stop, and installs nothing for a rule that only warns.
 
-mod common;
+use crate::common;
 
-use code_sandbox_mcp::analysis::{analyze, Language};
-use code_sandbox_mcp::policy::{Action, Layer, Policy};
-use code_sandbox_mcp::sandbox::{guard, RunOutcome, RunRequest, Sandbox, SandboxError};
+use code_sandbox_mcp::analysis::Language;
+use code_sandbox_mcp::policy::{Layer, Policy};
+use code_sandbox_mcp::sandbox::{guard, RunOutcome, Sandbox, SandboxError};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 const CANARY: &str = "CANARY-PROC-42";
 
 fn policy(adjust: impl FnOnce(&mut Policy)) -> Arc<Policy> {
-    let path = common::local_image_policy();
-    let mut policy =
-        Policy::discover(Some(path.to_str().unwrap()), common::root()).expect("test policy");
-    policy.pool.size = 0;
-    adjust(&mut policy);
-    Arc::new(policy)
+    common::test_policy(|policy| {
+        policy.pool.size = 0;
+        adjust(policy);
+    })
 }
 
 async fn run_with(
@@ -28,13 +26,9 @@ async fn run_with(
     code: &str,
 ) -> Result<RunOutcome, SandboxError> {
     let sandbox = Sandbox::new(policy);
-    let request = RunRequest {
-        kind: analyze(language, code).kind,
-        code: code.to_string(),
-        timeout: None,
-        env: Vec::new(),
-    };
-    let outcome = sandbox.run(request, CancellationToken::new()).await;
+    let outcome = sandbox
+        .run(common::request(language, code), CancellationToken::new())
+        .await;
     sandbox.shutdown().await;
     outcome
 }
@@ -119,11 +113,7 @@ async fn a_rule_at_warn_installs_nothing_at_run_time() {
     if !common::docker_ready() {
         return;
     }
-    let warn_only = policy(|p| {
-        for rule in &mut p.rules {
-            rule.action = Action::Warn;
-        }
-    });
+    let warn_only = policy(common::warn_only);
     // With every rule at warn a process starts; the hardening filter stays on.
     let code = "import os, ctypes\nos.system('echo CANARY-PROC-$((40+2))')\nlibc = ctypes.CDLL(None, use_errno=True)\nprint('io_uring_setup', libc.syscall(425, 8, None), ctypes.get_errno())\n";
     let outcome = run_with(warn_only, Language::Python, code)

@@ -1,8 +1,6 @@
-//! Helpers shared by tests/mcp_server.rs and tests/e2e_clients.rs (included with
-//! `#[path]`): a minimal JSON-RPC line client, and a test image of our own so that
-//! container assertions see only this test's containers, whatever else runs at the
-//! same time on the machine.
-#![allow(dead_code)]
+//! For the MCP tests: a minimal JSON-RPC line client, and a test image of our own so
+//! that container assertions see only this test's containers, whatever else runs at
+//! the same time on the machine.
 
 use serde_json::{json, Value};
 use std::path::PathBuf;

@@ -5,16 +5,14 @@
 //! an image tag of their own (`support::TestImage`), so tests running in parallel, here
 //! or elsewhere on the machine, do not confuse them.
 
-mod common;
-#[path = "e2e/support.rs"]
-mod support;
+use crate::common;
 
+use crate::common::mcp_client::{text_of, RpcClient, TestImage};
 use code_sandbox_mcp::mcp::{self, CodeSandboxServer, ServeEnd};
 use code_sandbox_mcp::policy::Policy;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Stdio;
-use support::{text_of, RpcClient, TestImage};
 use tokio::io::DuplexStream;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -63,10 +61,6 @@ impl InProcess {
     }
 }
 
-fn local_policy() -> std::path::PathBuf {
-    common::local_image_policy()
-}
-
 /// The structured content of a tool result.
 fn structured(result: &Value) -> &Value {
     assert!(
@@ -82,8 +76,11 @@ fn is_error(result: &Value) -> bool {
 
 #[tokio::test]
 async fn initialize_answers_and_the_tools_describe_the_policy() {
-    let mut server =
-        InProcess::start(&local_policy(), vec![("SANDBOX_TOKEN".into(), "x".into())]).await;
+    let mut server = InProcess::start(
+        &common::local_image_policy(),
+        vec![("SANDBOX_TOKEN".into(), "x".into())],
+    )
+    .await;
     let tools = server.client.request("tools/list", json!({})).await;
     let tools = tools["result"]["tools"]
         .as_array()
@@ -160,7 +157,7 @@ async fn a_network_policy_makes_the_run_tools_open_world() {
 
 #[tokio::test]
 async fn check_code_reports_findings_without_running_anything() {
-    let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
     let code = "const fs = require('fs');\nconst { execSync } = require('child_process');\n";
     let result = server
         .client
@@ -202,7 +199,7 @@ async fn check_code_reports_findings_without_running_anything() {
 
 #[tokio::test]
 async fn a_denial_runs_nothing_and_names_rule_line_and_column() {
-    let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
     let code = "console.log('before');\nconst cp = require('child_process');\ncp.execSync('ls');\n";
     let result = server
         .client
@@ -231,7 +228,7 @@ async fn a_denial_runs_nothing_and_names_rule_line_and_column() {
 
 #[tokio::test]
 async fn oversize_and_non_utf8_code_are_error_results_and_the_server_stays_up() {
-    let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
     let huge = "x = 1\n".repeat(100_000);
     let result = server
         .client
@@ -285,7 +282,7 @@ async fn python_and_javascript_runs_return_exit_code_and_both_streams() {
         return;
     }
     let mut server = InProcess::start(
-        &local_policy(),
+        &common::local_image_policy(),
         vec![("SANDBOX_GREETING".into(), "hello".into())],
     )
     .await;
@@ -333,7 +330,7 @@ async fn warnings_ride_along_with_a_successful_run() {
     if !common::docker_ready() {
         return;
     }
-    let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
     let code = "const net = require('net');\nconsole.log('ran', typeof net.connect);\n";
     let result = server
         .client
@@ -353,7 +350,7 @@ async fn a_timeout_kills_the_run_and_progress_is_reported_meanwhile() {
     if !common::docker_ready() {
         return;
     }
-    let mut server = InProcess::start(&local_policy(), vec![]).await;
+    let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
     let id = server
         .client
         .start_request(
@@ -547,7 +544,7 @@ async fn the_binary_starts_and_answers_while_the_daemon_is_down() {
     let dir = std::env::temp_dir();
     let socket = dir.join(format!("no-docker-here-{}.sock", std::process::id()));
     let host = format!("unix://{}", socket.display());
-    let mut child = spawn_binary(&local_policy(), &[("DOCKER_HOST", &host)]);
+    let mut child = spawn_binary(&common::local_image_policy(), &[("DOCKER_HOST", &host)]);
     let mut client = process_client(&mut child);
     let info = client.initialize().await;
     assert!(info["capabilities"]["tools"].is_object(), "{info}");

@@ -1,24 +1,10 @@
 //! `code-sandbox-mcp check` and `policy` as a user runs them: the real binary, its
 //! stdout, stderr and exit codes.
 
+use crate::common::{binary as bin, scratch, text};
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn bin() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_code-sandbox-mcp"));
-    command.env_remove("CODE_SANDBOX_POLICY");
-    command
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("check-cli")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use std::path::Path;
+use std::process::{Output, Stdio};
 
 fn run_in(dir: &Path, args: &[&str]) -> Output {
     bin()
@@ -26,10 +12,6 @@ fn run_in(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 const EVIL_PY: &str = "import os\nos.system('id')\n";

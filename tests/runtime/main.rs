@@ -1,0 +1,13 @@
+//! Everything that runs code, against the real engine and the offline image: the
+//! container runtime, the run-time guard, the adversarial corpus, the MCP server in
+//! process and as a binary, and third-party MCP clients driving it. One test binary for
+//! all of it, so the library is linked once.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod attacks;
+mod e2e_clients;
+mod guard;
+mod mcp_server;
+mod sandbox;
