@@ -31,7 +31,7 @@ pub fn refused_cookie(source: &str) -> Option<RefusedCookie> {
     let source_without_bom = source.strip_prefix('\u{feff}').unwrap_or(source);
     let bom = source.len() - source_without_bom.len();
     let mut offset = bom;
-    for (number, line) in source_without_bom.split_inclusive('\n').take(2).enumerate() {
+    for (number, line) in cpython_lines(source_without_bom).take(2).enumerate() {
         if let Some((start, end, encoding)) = cookie_in_line(line) {
             if is_utf8_name(encoding) {
                 return None;
@@ -53,6 +53,26 @@ pub fn refused_cookie(source: &str) -> Option<RefusedCookie> {
         offset += line.len();
     }
     None
+}
+
+/// Lines as CPython's tokenizer ends them: at `\r\n`, `\n` or a bare `\r` (each line
+/// with its terminator). Splitting at `\n` alone would put a cookie that follows a bare
+/// `\r` on line 1 for us and on line 2 for CPython, which honours it.
+fn cpython_lines(source: &str) -> impl Iterator<Item = &str> {
+    let mut rest = source;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = match rest.find(['\r', '\n']) {
+            Some(at) if rest[at..].starts_with("\r\n") => at + 2,
+            Some(at) => at + 1,
+            None => rest.len(),
+        };
+        let (line, tail) = rest.split_at(end);
+        rest = tail;
+        Some(line)
+    })
 }
 
 /// CPython's `^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)`, without a regex.
@@ -120,5 +140,19 @@ mod tests {
     fn nfkc() {
         assert_eq!(normalize("ｅｖａｌ"), "eval");
         assert_eq!(normalize("os"), "os");
+    }
+
+    #[test]
+    fn a_cookie_after_a_bare_carriage_return_is_on_line_two_as_for_cpython() {
+        // CPython ends line 1 at the `\r`, so the cookie is on line 2 and honoured.
+        let source = "\r# -*- coding: utf-7 -*-\nx = 1 #+AAo-print(1)\n";
+        let refused = refused_cookie(source).expect("the utf-7 cookie is found");
+        assert_eq!(refused.encoding, "utf-7");
+        assert_eq!(&source[refused.start..refused.start + 6], "coding");
+        // Line 1 is code: a cookie on line 2 is not honoured, by CPython or by us.
+        assert!(refused_cookie("x = 1\r# coding: utf-7\n").is_none());
+        // \r\n is one line end, not two.
+        assert!(refused_cookie("x = 1\r\n# coding: utf-7\n").is_none());
+        assert!(refused_cookie("# c\r\n# coding: utf-7\n").is_some());
     }
 }
