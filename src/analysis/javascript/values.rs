@@ -410,7 +410,9 @@ impl<'a> Analyzer<'a> {
             for val in &object_vals.items {
                 self.member_of(val, Some(object), key, &mut out, refs);
             }
-            if key == "constructor" && self.is_constructor_walk(object, scope, depth) {
+            if key == "constructor"
+                && (self.is_constructor_walk(object, scope, depth) || is_literal_method(object))
+            {
                 out.push(Val::Name("Function".to_string()));
             }
         }
@@ -661,4 +663,22 @@ pub fn parse_number(text: &str) -> Option<f64> {
     } else {
         lower.parse::<f64>().ok()
     }
+}
+
+/// A method read off an array, string, number or regex literal (`[].map`, `''['sub']`,
+/// `/x/.test`, `(0).toFixed`): a built-in function, whose `.constructor` is `Function`.
+/// (An object literal's members are not: `({}).__proto__` is `Object.prototype`.)
+fn is_literal_method(node: Node<'_>) -> bool {
+    let node = strip_parens(node);
+    if !matches!(node.kind(), "member_expression" | "subscript_expression") {
+        return false;
+    }
+    node.child_by_field_name("object")
+        .map(strip_parens)
+        .is_some_and(|object| {
+            matches!(
+                object.kind(),
+                "array" | "string" | "template_string" | "number" | "regex"
+            )
+        })
 }
