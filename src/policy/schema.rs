@@ -41,7 +41,7 @@ pub struct LimitsFile {
     pub memory: Option<ByteSize>,
     #[serde(default, deserialize_with = "checked::cpus")]
     pub cpus: Option<f64>,
-    #[serde(default, deserialize_with = "checked::at_least_one_u32")]
+    #[serde(default, deserialize_with = "checked::at_least_one")]
     pub pids: Option<u32>,
     #[serde(default, deserialize_with = "checked::nonzero_size")]
     pub output: Option<ByteSize>,
@@ -71,7 +71,7 @@ pub struct EnvFile {
 #[serde(deny_unknown_fields)]
 pub struct PoolFile {
     pub size: Option<usize>,
-    #[serde(default, deserialize_with = "checked::at_least_one_usize")]
+    #[serde(default, deserialize_with = "checked::at_least_one")]
     pub max_concurrent: Option<usize>,
 }
 
@@ -388,19 +388,13 @@ mod checked {
         })
     }
 
-    pub fn at_least_one_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-        check(d, |n: &u32| {
-            if *n >= 1 {
-                Ok(())
-            } else {
-                Err("must be at least 1".into())
-            }
-        })
-    }
-
-    pub fn at_least_one_usize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
-        check(d, |n: &usize| {
-            if *n >= 1 {
+    pub fn at_least_one<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de> + PartialOrd + From<u8>,
+    {
+        check(d, |n: &T| {
+            if *n >= T::from(1) {
                 Ok(())
             } else {
                 Err("must be at least 1".into())

@@ -52,23 +52,22 @@ pub fn docker_ready() -> bool {
     }
 }
 
-/// Names of containers carrying our label, running or not.
-pub fn leftover_containers() -> Vec<String> {
+/// Containers (running or not) whose labels match `filter` (`key` or `key=value`).
+pub fn containers_labelled(filter: &str) -> Vec<String> {
     let output = Command::new("docker")
-        .args([
-            "ps",
-            "-a",
-            "--filter",
-            "label=code-sandbox-mcp",
-            "--format",
-            "{{.Names}}",
-        ])
+        .args(["ps", "-a", "-q", "--filter"])
+        .arg(format!("label={filter}"))
         .output()
         .expect("docker ps");
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .map(str::to_string)
         .collect()
+}
+
+/// Containers carrying our label, running or not.
+pub fn leftover_containers() -> Vec<String> {
+    containers_labelled(code_sandbox_mcp::sandbox::LABEL)
 }
 
 /// The offline image scripts/build-offline-image.sh builds (Python 3.13, Node 20).

@@ -31,19 +31,11 @@ async fn run(sandbox: &Sandbox, language: Language, code: &str) -> RunOutcome {
 
 /// Containers of one instance, running or not.
 fn containers_of(sandbox: &Sandbox) -> Vec<String> {
-    let output = Command::new("docker")
-        .args(["ps", "-a", "-q", "--filter"])
-        .arg(format!(
-            "label={}={}",
-            code_sandbox_mcp::sandbox::LABEL,
-            sandbox.instance_id()
-        ))
-        .output()
-        .expect("docker ps");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
+    common::containers_labelled(&format!(
+        "{}={}",
+        code_sandbox_mcp::sandbox::LABEL,
+        sandbox.instance_id()
+    ))
 }
 
 /// Shuts the sandbox down and checks that nothing of it is left.
