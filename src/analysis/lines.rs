@@ -16,6 +16,11 @@ impl<'a> LineIndex<'a> {
         LineIndex { source, starts }
     }
 
+    /// The text the offsets point into.
+    pub fn source(&self) -> &'a str {
+        self.source
+    }
+
     /// The 1-based (line, column) of a byte offset; offsets past the end or inside a
     /// multi-byte character are clamped to the nearest character boundary before them.
     pub fn position(&self, offset: usize) -> (u32, u32) {

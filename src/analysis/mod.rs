@@ -78,8 +78,19 @@ pub mod dynamic {
     /// A code string handed to something that runs it without being `eval` by name:
     /// `setTimeout("code", …)`, `setInterval("…")`, `new Worker(src, {eval: true})`.
     pub const STRING_CODE: &str = "string-code";
+    /// Code the checker never sees because it is loaded from a file or URL: the import
+    /// path changed (`sys.path.insert`, `sys.meta_path`), a module file written by the
+    /// snippet (`open('m.py', 'w')`), `require('/tmp/x.js')`, `import('data:…')`.
+    pub const FILE_CODE: &str = "file-code";
 
-    pub const ALL: &[&str] = &[IMPORT, ATTRIBUTE, NAMESPACE, INTROSPECTION, STRING_CODE];
+    pub const ALL: &[&str] = &[
+        IMPORT,
+        ATTRIBUTE,
+        NAMESPACE,
+        INTROSPECTION,
+        STRING_CODE,
+        FILE_CODE,
+    ];
 }
 
 /// Deepest bracket nesting accepted. CPython refuses more than 200 nested parentheses

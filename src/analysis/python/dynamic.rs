@@ -66,6 +66,29 @@ pub fn is_attribute_function(qualified: &str) -> bool {
     matches!(qualified, "getattr" | "setattr" | "delattr")
 }
 
+/// Methods only one standard-library class defines, named as that class's, so that a
+/// receiver the resolver cannot follow (an event loop from `asyncio.get_running_loop()`)
+/// still names them.
+pub fn method_of_unknown_receiver(attribute: &str) -> Option<&'static str> {
+    Some(match attribute {
+        "subprocess_exec" => "asyncio.AbstractEventLoop.subprocess_exec",
+        "subprocess_shell" => "asyncio.AbstractEventLoop.subprocess_shell",
+        _ => return None,
+    })
+}
+
+/// The callable a `logging.config` dictionary names by string: `{'()': 'os.system'}`,
+/// `{'class': 'a.B'}`, or any `'ext://a.b'` value. `dictConfig` imports and calls it,
+/// wherever the dictionary was built, so every dictionary literal is read this way.
+pub fn configured_factory(key: Option<&str>, value: &str) -> Option<String> {
+    if let Some(name) = value.strip_prefix("ext://") {
+        return Some(name.to_string());
+    }
+    let named = matches!(key, Some("()" | "class"));
+    (named && value.contains('.') && !value.contains(char::is_whitespace))
+        .then(|| value.to_string())
+}
+
 /// Names that stand for the builtins namespace itself: `builtins.eval` and
 /// `__builtins__.eval` are both plain `eval`.
 pub fn is_builtins_namespace(qualified: &str) -> bool {

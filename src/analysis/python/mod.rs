@@ -6,14 +6,15 @@
 //! - parse with `rustpython-parser`; a syntax error is the only fact (fail closed).
 //! - [`scope`]: which names each scope binds (Python's scoping rules).
 //! - [`resolve`]: what every use resolves to, and the facts, with help from
-//!   [`fold`] (constant strings), [`dynamic`] (getattr, `__import__`, introspection)
-//!   and [`paths`] (filesystem calls).
+//!   [`fold`] (constant strings), [`dynamic`] (getattr, `__import__`, introspection),
+//!   [`loading`] (the import path, module files written) and [`paths`] (filesystem calls).
 
 mod depth;
 mod dynamic;
 mod encoding;
 mod fold;
 mod indent;
+mod loading;
 mod paths;
 mod resolve;
 mod scope;

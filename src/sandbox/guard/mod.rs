@@ -16,7 +16,7 @@
 //! fallback to less. A run stopped here writes one marker line to stderr, which the
 //! runtime turns into a finding ([`take_blocks`]).
 
-use crate::analysis::{Analysis, Fact, FactKind, Language, SourceKind, Span};
+use crate::analysis::{dynamic, Analysis, Fact, FactKind, Language, SourceKind, Span};
 use crate::policy::{Action, Finding, Layer, Policy, PolicyEngine, Rule};
 use serde::{Deserialize, Serialize};
 
@@ -372,10 +372,11 @@ impl Guard {
     /// installs module hooks that refuse `data:` imports and files the snippet wrote.
     fn refuses_code_from_files(&self) -> bool {
         self.codegen.is_some()
-            || self
-                .rules
-                .iter()
-                .any(|rule| rule.dynamic.iter().any(|kind| kind == "string-code"))
+            || self.rules.iter().any(|rule| {
+                rule.dynamic
+                    .iter()
+                    .any(|kind| kind == dynamic::STRING_CODE || kind == dynamic::FILE_CODE)
+            })
     }
 
     /// The layers this guard turns on, for the README's table and the logs.

@@ -77,7 +77,10 @@
     settings.codegen_rule ||
     ruleForReference('eval') ||
     rules.find((rule) => (rule.dynamic || []).includes('string-code')) ||
+    rules.find((rule) => (rule.dynamic || []).includes('file-code')) ||
     null;
+  // Modules the snippet wrote are code the checker never saw.
+  const fileRule = rules.find((rule) => (rule.dynamic || []).includes('file-code')) || codeRule;
 
   const snippetLine = (stack) => {
     const found = lineFinder.exec(String(stack || ''));
@@ -210,7 +213,7 @@
     defineProperty(Module.prototype, '_compile', {
       value: function _compile(content, filename) {
         const stack = new NativeError().stack;
-        if (written(filename)) block(codeRule, 'node-guard', `require of a file written at run time: ${filename}`);
+        if (written(filename)) block(fileRule, 'node-guard', `require of a file written at run time: ${filename}`);
         if (calledBySnippet(stack)) block(codeRule, 'node-guard', 'Module.prototype._compile', stack);
         return originalCompile.apply(this, arguments);
       },

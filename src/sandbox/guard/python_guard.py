@@ -267,6 +267,7 @@ def _install(settings_text, main_path):
         return proc_mem(path)
 
     dynamic_rule = rule_for_names(("exec", "eval", "compile")) or rule_for_kind("string-code")
+    file_rule = rule_for_kind("file-code") or dynamic_rule
     any_rule = rules[0] if rules else None
     busy = [False]
 
@@ -297,12 +298,12 @@ def _install(settings_text, main_path):
                 busy[0] = True
                 block(dynamic_rule or any_rule, event, args, getframe(1))
             # Source or bytecode the snippet wrote, read by the import system.
-            if dynamic_rule is not None and path.startswith(writable) and path != main_file:
+            if file_rule is not None and path.startswith(writable) and path != main_file:
                 if path.endswith((".py", ".pyc", ".pth", ".zip", ".pyw", ".so")):
                     frame = getframe(1)
                     if importing(frame):
                         busy[0] = True
-                        block(dynamic_rule, "import of a file written at run time", (path,), frame)
+                        block(file_rule, "import of a file written at run time", (path,), frame)
             return
         if event == "import":
             module = args[0] if args else ""
@@ -324,7 +325,7 @@ def _install(settings_text, main_path):
                     filename = args[1] if len(args) > 1 else None
                     if isinstance(filename, str) and filename != main_file and filename.startswith(writable):
                         busy[0] = True
-                        block(dynamic_rule, "compile of a file written at run time", (filename,), getframe(1))
+                        block(file_rule, "compile of a file written at run time", (filename,), getframe(1))
                     if not isinstance(source, (str, bytes)) and type(source).__module__ != "ast":
                         return
                 elif args and args[0] is main_code:

@@ -27,6 +27,8 @@ impl Walker<'_> {
             self.expr(&keyword.value, !keeps);
         }
         self.attribute_walks_in_strings(call, &names);
+        self.evaluated_later(call, &names);
+        self.module_file_written(call, &names);
         let mut out = Vec::new();
         for name in &names {
             if is_import_function(name) {
@@ -78,6 +80,36 @@ impl Walker<'_> {
                 let detail =
                     format!("`{attribute}` named in a string reaches the interpreter's internals");
                 self.dynamic(call.range, dynamic::INTROSPECTION, detail);
+            }
+        }
+    }
+
+    /// `open('/tmp/m.py', 'w')`, `zipfile.ZipFile('/tmp/m.zip', 'w')`: a module file the
+    /// snippet could import next.
+    pub(super) fn module_file_written(&mut self, call: &ast::ExprCall, names: &[String]) {
+        let opens = names.iter().any(|n| {
+            matches!(
+                n.as_str(),
+                "open" | "io.open" | "zipfile.ZipFile" | "zipfile.PyZipFile"
+            )
+        });
+        if !opens {
+            return;
+        }
+        let path = call
+            .args
+            .first()
+            .or_else(|| keyword(call, "file"))
+            .and_then(|a| fold_str(&*self, a));
+        let mode = call
+            .args
+            .get(1)
+            .or_else(|| keyword(call, "mode"))
+            .and_then(|a| fold_str(&*self, a));
+        if let (Some(path), Some(mode)) = (path, mode) {
+            if loading::writes(&mode) && loading::is_module_file(&path) {
+                let detail = loading::written_detail(&path);
+                self.dynamic(call.range, dynamic::FILE_CODE, detail);
             }
         }
     }

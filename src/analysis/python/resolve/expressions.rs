@@ -82,8 +82,18 @@ impl Walker<'_> {
                 for key in d.keys.iter().flatten() {
                     self.expr(key, true);
                 }
-                for value in &d.values {
+                for (key, value) in d.keys.iter().zip(&d.values) {
                     self.expr(value, true);
+                    let key = key.as_ref().and_then(|k| fold_str(&*self, k));
+                    let factory = fold_str(&*self, value)
+                        .and_then(|v| configured_factory(key.as_deref(), &v));
+                    if let Some(factory) = factory {
+                        let name = match factory.rsplit_once('.') {
+                            Some((base, attribute)) => canonical(qualify(base, attribute)),
+                            None => factory,
+                        };
+                        self.reference(value.range(), &name, false);
+                    }
                 }
                 unknown()
             }
@@ -200,8 +210,18 @@ impl Walker<'_> {
                                 add(&mut out, member);
                             }
                         }
-                        _ => {
-                            add(&mut out, Value::Unknown);
+                        other => {
+                            if let Value::Path { path, .. } = &other {
+                                if matches!(attribute.as_str(), "write_text" | "write_bytes")
+                                    && loading::is_module_file(path)
+                                {
+                                    let detail = loading::written_detail(path);
+                                    self.dynamic(a.range, dynamic::FILE_CODE, detail);
+                                }
+                            }
+                            let method = method_of_unknown_receiver(&attribute)
+                                .map_or(Value::Unknown, |name| Value::Name(name.to_string()));
+                            add(&mut out, method);
                         }
                     }
                 }
@@ -211,6 +231,31 @@ impl Walker<'_> {
                 out
             }
             other => self.expr(other, false),
+        }
+    }
+
+    /// A store into `target` (`sys.path = …`, `sys.path[0:0] = …`, `p += […]` with `p`
+    /// being `sys.path`) that changes the import search state.
+    pub(super) fn store(&mut self, target: &Expr, augmented: bool) {
+        let changed = match target {
+            Expr::Subscript(s) => &s.value,
+            Expr::Attribute(_) => target,
+            Expr::Name(_) if augmented => target,
+            _ => return,
+        };
+        let state = self
+            .quiet(changed, 0)
+            .into_iter()
+            .find_map(|value| match value {
+                Value::Name(name) if loading::is_import_state(&name) => Some(name),
+                _ => None,
+            });
+        if let Some(state) = state {
+            self.dynamic(
+                target.range(),
+                dynamic::FILE_CODE,
+                loading::state_detail(&state),
+            );
         }
     }
 

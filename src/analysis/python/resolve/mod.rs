@@ -16,23 +16,26 @@
 //! discarded) only when a flow-insensitive set grew after the pass had read it, so
 //! values reach a fixpoint and most code needs one pass.
 
+mod annotations;
 mod calls;
 mod expressions;
 mod scopes;
 mod statements;
 
 use super::dynamic::{
-    is_attribute_function, is_builtin, is_builtins_namespace, is_dunder, is_import_function,
-    is_introspection, is_known_submodule, keeps_arguments,
+    configured_factory, is_attribute_function, is_builtin, is_builtins_namespace, is_dunder,
+    is_import_function, is_introspection, is_known_submodule, keeps_arguments,
+    method_of_unknown_receiver,
 };
 use super::encoding::normalize;
 use super::fold::{fold_str, FoldEnv};
+use super::loading;
 use super::paths::{self, is_path_constructor, path_arguments, PathArguments};
 use super::scope::{dotted, node_key, ScopeId, ScopeKind, ScopeTree};
 use super::MAX_DEPTH;
 use crate::analysis::{dynamic, Fact, FactKind, LineIndex};
 use rustpython_parser::ast::{self, Expr, Operator, Ranged, Stmt};
-use rustpython_parser::text_size::TextRange;
+use rustpython_parser::text_size::{TextRange, TextSize};
 use std::cell::Cell;
 use std::collections::HashMap;
 
@@ -210,6 +213,17 @@ pub struct Walker<'a> {
     too_deep: Option<usize>,
     /// Where a value set first overflowed, if one did.
     overflow: Option<usize>,
+    /// While walking code parsed out of a string literal: the literal.
+    within: Option<Within>,
+}
+
+/// A string literal whose text is being walked as code (a string annotation).
+#[derive(Debug, Clone, Copy)]
+struct Within {
+    literal: TextRange,
+    /// The literal spells its text as is, so ranges inside it are exact; otherwise
+    /// every fact inside points at the whole literal.
+    exact: bool,
 }
 
 /// Resolves a parsed module into facts, or the offset where nesting went too deep.
@@ -231,6 +245,7 @@ pub fn resolve(body: &[Stmt], index: &LineIndex) -> Result<Vec<Fact>, Refusal> {
         depth: 0,
         too_deep: None,
         overflow: None,
+        within: None,
     };
     // Passes repeat only while a set that was already read still grows (a binding that
     // depends on one made later in the source); most code needs a single pass.
@@ -282,6 +297,12 @@ impl<'a> Walker<'a> {
     // ---- facts ------------------------------------------------------------------
 
     fn fact(&mut self, range: TextRange, kind: FactKind) {
+        let range = match self.within {
+            Some(within) if !within.exact || !within.literal.contains_range(range) => {
+                within.literal
+            }
+            _ => range,
+        };
         if self.emit && self.prebinding == 0 {
             let span = self
                 .index
@@ -324,6 +345,18 @@ impl<'a> Walker<'a> {
                 Value::Module(module) => self.reference(range, module, escapes),
                 Value::Name(name) => {
                     self.reference(range, name, false);
+                    if let Some(state) = loading::changed_import_state(name) {
+                        self.dynamic(range, dynamic::FILE_CODE, loading::state_detail(state));
+                    }
+                    if escapes && is_attribute_function(name) {
+                        self.dynamic(
+                            range,
+                            dynamic::ATTRIBUTE,
+                            format!(
+                                "`{name}` is passed on, so the attributes it reaches cannot be known"
+                            ),
+                        );
+                    }
                     if escapes && is_import_function(name) {
                         self.dynamic(
                             range,

@@ -43,6 +43,7 @@ impl Walker<'_> {
                 body,
                 decorator_list,
                 returns,
+                type_params,
                 ..
             })
             | Stmt::AsyncFunctionDef(ast::StmtAsyncFunctionDef {
@@ -51,14 +52,16 @@ impl Walker<'_> {
                 body,
                 decorator_list,
                 returns,
+                type_params,
                 ..
             }) => {
                 for decorator in decorator_list {
                     self.expr(decorator, false);
                 }
+                self.type_params(type_params);
                 let defaults = self.arguments_outside(args);
                 if let Some(returns) = returns {
-                    self.expr(returns, false);
+                    self.annotation(returns);
                 }
                 self.bind(&normalize(name), unknown());
                 if self.prebinding > 0 || !self.enter(node_key(stmt)) {
@@ -72,6 +75,7 @@ impl Walker<'_> {
                 for e in class.decorator_list.iter().chain(&class.bases) {
                     self.expr(e, false);
                 }
+                self.type_params(&class.type_params);
                 for keyword in &class.keywords {
                     self.expr(&keyword.value, false);
                 }
@@ -98,10 +102,12 @@ impl Walker<'_> {
             }
             Stmt::Assign(a) => self.assign(&a.targets, &a.value),
             Stmt::TypeAlias(t) => {
-                self.expr(&t.value, false);
+                self.type_params(&t.type_params);
+                self.annotation(&t.value);
                 self.bind_target(&t.name, unknown());
             }
             Stmt::AugAssign(a) => {
+                self.store(&a.target, true);
                 let plain = matches!(a.target.as_ref(), Expr::Name(_));
                 self.expr(&a.value, !plain);
                 match a.target.as_ref() {
@@ -115,7 +121,7 @@ impl Walker<'_> {
                 }
             }
             Stmt::AnnAssign(a) => {
-                self.expr(&a.annotation, false);
+                self.annotation(&a.annotation);
                 match &a.value {
                     Some(value) => self.assign(std::slice::from_ref(&a.target), value),
                     None => {
@@ -172,7 +178,9 @@ impl Walker<'_> {
                 self.stmts(body);
             }
             Stmt::Match(m) => {
-                self.expr(&m.subject, false);
+                // Patterns bind parts of the subject (`case m:`, `case object(system=f):`),
+                // which are not followed: a module matched on escapes.
+                self.expr(&m.subject, true);
                 self.conditionally(|w| {
                     for case in &m.cases {
                         w.pattern(&case.pattern);
@@ -312,7 +320,7 @@ impl Walker<'_> {
             .chain(&args.kwonlyargs)
         {
             if let Some(annotation) = &arg.def.annotation {
-                self.expr(annotation, false);
+                self.annotation(annotation);
             }
             if let Some(default) = &arg.default {
                 let values = self.binding_values(default, false);
@@ -321,7 +329,7 @@ impl Walker<'_> {
         }
         for arg in args.vararg.iter().chain(&args.kwarg) {
             if let Some(annotation) = &arg.annotation {
-                self.expr(annotation, false);
+                self.annotation(annotation);
             }
         }
         defaults
@@ -444,6 +452,7 @@ impl Walker<'_> {
             }
             Expr::Starred(s) => self.bind_target(&s.value, unknown()),
             other => {
+                self.store(other, false);
                 self.expr(other, false);
             }
         }
