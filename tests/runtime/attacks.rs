@@ -7,7 +7,7 @@
 //! - no attack starts a process, whether the static check is on or off (the run-time
 //!   layers alone must hold);
 //! - at most 2% run string-built code;
-//! - at most one harmless snippet is refused (by the check or at run time).
+//! - no harmless snippet is refused (by the check or at run time).
 //!
 //! Runs are spread over a few sandboxes at once; each run gets a fresh container.
 
@@ -249,7 +249,7 @@ async fn harmless_code_runs() {
         refused.len()
     );
     assert!(
-        refused.len() <= 1,
+        refused.is_empty(),
         "{} harmless snippets refused: {refused:#?}",
         refused.len()
     );
@@ -262,23 +262,37 @@ fn the_static_check_alone_denies_what_it_knows() {
     let policy = policy();
     let engine = PolicyEngine::new(policy.as_ref().clone());
     let attacks = files("fixtures/attacks");
-    let denied = attacks
+    let mut passed: Vec<String> = attacks
         .iter()
         .filter(|(path, language)| {
             let source = std::fs::read_to_string(path).unwrap();
-            engine.check(*language, &source).unwrap().denied()
+            !engine.check(*language, &source).unwrap().denied()
         })
-        .count();
+        .map(|(path, _)| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    passed.sort();
     eprintln!(
-        "static check alone: {denied} of {} attacks denied",
+        "static check alone: {} of {} attacks denied",
+        attacks.len() - passed.len(),
         attacks.len()
     );
-    // Measured at 141 of 162 (130 before the name resolvers and code-string runners
-    // joined the default policy); a drop below three quarters
-    // means the checker lost ground.
-    assert!(
-        denied * 4 >= attacks.len() * 3,
-        "the check denies only {denied} of {}",
-        attacks.len()
+    // 130 of 162 at first; 143 after the name resolvers joined the default policy; all
+    // of those 162 once string annotations, type-parameter bounds, module files,
+    // `with`, the wrapper's `arguments` and function constructors were known. The
+    // attacks below are beyond what a static check can see (data built at run time,
+    // a `this` chosen by the caller); the run-time tests above show them stopped.
+    // A new attack the check misses must be taught to it or listed here.
+    assert_eq!(
+        passed, BEYOND_THE_STATIC_CHECK,
+        "attacks the static check lets through, against those known to be beyond it"
     );
 }
+
+/// Attacks no static check can refuse without refusing ordinary code too.
+const BEYOND_THE_STATIC_CHECK: &[&str] = &[
+    "063_this_constructor_called_on_function.js",
+    "064_reflect_construct_constructor.js",
+    "101_logging_config_subscript_store.py",
+    "102_logging_config_json.py",
+    "103_annotations_dict_store.py",
+];

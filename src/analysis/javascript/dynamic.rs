@@ -12,7 +12,8 @@
 //!   `Object.getPrototypeOf(fn).constructor`) reach `Function` without naming it:
 //!   introspection;
 //! - strings run as code without `eval` by name (`setTimeout('code')`,
-//!   `new Worker(src, {eval: true})`): string code.
+//!   `new Worker(src, {eval: true})`, the `AsyncFunction` constructor, or the
+//!   `.constructor` of a function the analysis cannot see, given a string): string code.
 
 use super::super::dynamic;
 use super::super::FactKind;
@@ -21,6 +22,13 @@ use super::values::{strip_parens, Val};
 use super::Analyzer;
 use super::{Field, NodeExt};
 use tree_sitter::Node;
+
+/// The constructors that compile their last argument into a function.
+const FUNCTION_CONSTRUCTORS: &[&str] = &[
+    "AsyncFunction",
+    "GeneratorFunction",
+    "AsyncGeneratorFunction",
+];
 
 /// Timer functions that compile a string first argument.
 const STRING_TIMERS: &[&str] = &[
@@ -63,6 +71,13 @@ impl<'a> Analyzer<'a> {
                     kind: dynamic::NAMESPACE.to_string(),
                     detail: format!(
                         "the global object is passed as a value: `{}`",
+                        self.excerpt(node)
+                    ),
+                },
+                Val::WrapperArguments => FactKind::DynamicAccess {
+                    kind: dynamic::IMPORT.to_string(),
+                    detail: format!(
+                        "the module wrapper's `arguments` (which hold `require`) are passed as a value: `{}`",
                         self.excerpt(node)
                     ),
                 },
@@ -162,6 +177,62 @@ impl<'a> Analyzer<'a> {
                     detail,
                 },
             );
+        }
+    }
+
+    /// A function constructor called (or `new`ed) with a code string: `Function`'s
+    /// siblings reached from a function literal (`(async () => {}).constructor("…")`),
+    /// and the `.constructor` of any function the analysis cannot see
+    /// (`fn.constructor("…")` with `fn` a parameter, a method, a bound function).
+    pub fn emit_function_constructor(
+        &mut self,
+        call: Node<'a>,
+        callee: &[Val],
+        args: Option<Node<'a>>,
+        scope: ScopeId,
+    ) {
+        let Some(args) = args else {
+            return;
+        };
+        // A tagged call (``F`code` ``) passes the template's strings.
+        let tagged = args.kind() == "template_string";
+        let mut cursor = args.walk();
+        let arguments: Vec<Node<'a>> = args
+            .named_children(&mut cursor)
+            .filter(|a| a.kind() != "comment")
+            .map(|a| match a.kind() {
+                "spread_element" => a.named_child(0).unwrap_or(a),
+                _ => a,
+            })
+            .collect();
+        let any_string = arguments
+            .iter()
+            .any(|&a| self.looks_like_string(a, scope, 0));
+        for val in callee {
+            // A constructor named for what it is compiles whatever it is given; one we
+            // only suspect (`x.constructor`) counts when it is given a string, so that
+            // `new value.constructor(length)` clone idioms stay quiet.
+            let (named, given_code) = match val {
+                Val::Name(name) if FUNCTION_CONSTRUCTORS.contains(&name.as_str()) => {
+                    (format!("`{name}`"), tagged || !arguments.is_empty())
+                }
+                Val::AnyConstructor => (
+                    "the `.constructor` of a function".to_string(),
+                    tagged || any_string,
+                ),
+                _ => continue,
+            };
+            if given_code {
+                let detail = format!("{named} given a code string: `{}`", self.excerpt(call));
+                self.push(
+                    call,
+                    FactKind::DynamicAccess {
+                        kind: dynamic::STRING_CODE.to_string(),
+                        detail,
+                    },
+                );
+                return;
+            }
         }
     }
 

@@ -107,6 +107,8 @@ pub(crate) struct Analyzer<'a> {
     pub facts: Vec<Fact>,
     /// Nodes for the emitting pass, listed by the scope walk.
     pub visits: Vec<walk::Visit<'a>>,
+    /// The scopes `with (object)` statements open: the object and the scope it is in.
+    pub with_objects: HashMap<ScopeId, (Node<'a>, ScopeId)>,
 }
 
 impl<'a> Analyzer<'a> {
@@ -120,6 +122,7 @@ impl<'a> Analyzer<'a> {
             cache: RefCell::new(Vec::new()),
             facts: Vec::new(),
             visits: Vec::new(),
+            with_objects: HashMap::new(),
         }
     }
 

@@ -27,8 +27,32 @@ impl<'a> Analyzer<'a> {
         let Some(source) = statement.field(Field::Source) else {
             return;
         };
-        let module = normalize(&self.string_value(source)).to_string();
+        let specifier = self.string_value(source).into_owned();
+        self.push_file_code(statement, &specifier);
+        let module = normalize(&specifier).to_string();
         self.push(statement, FactKind::Import { module });
+    }
+
+    /// A module loaded from a file or URL rather than by package name: its code is
+    /// not in the snippet (in a sandbox it is a file the snippet wrote, or a string).
+    fn push_file_code(&mut self, node: Node<'a>, specifier: &str) {
+        let trimmed = specifier.trim_start();
+        let lower = trimmed.to_ascii_lowercase();
+        let from_file = trimmed.starts_with(['/', '.', '\\'])
+            || ["file:", "data:", "blob:", "http:", "https:"]
+                .iter()
+                .any(|scheme| lower.starts_with(scheme));
+        if !from_file {
+            return;
+        }
+        let shown: String = specifier.chars().take(60).collect();
+        self.push(
+            node,
+            FactKind::DynamicAccess {
+                kind: dynamic::FILE_CODE.to_string(),
+                detail: format!("`{shown}` is loaded from a file or URL the checker never sees"),
+            },
+        );
     }
 
     /// A call that loads a module: an `Import` per name it may load, and a dynamic
@@ -50,6 +74,7 @@ impl<'a> Analyzer<'a> {
         let vals = self.eval(name_node, scope, 0);
         let (names, other) = vals.strings();
         for name in names {
+            self.push_file_code(call, &name);
             let module = normalize(&name).to_string();
             self.push(call, FactKind::Import { module });
         }

@@ -31,6 +31,10 @@ pub struct Scope {
     pub parent: Option<ScopeId>,
     /// Functions and the program: where `var` and function declarations land.
     pub function_like: bool,
+    /// Non-arrow functions and methods: they have their own `arguments`. Anywhere
+    /// else `arguments` is the enclosing function's, and at the top level of a
+    /// CommonJS module the wrapper's (`exports, require, module, …`).
+    pub own_arguments: bool,
 }
 
 /// Where a binding's value comes from.
@@ -204,15 +208,37 @@ impl<'a> Collector<'_, 'a> {
             }
             _ => {}
         }
-        let opens = scope_kind(kind);
+        // `with (obj) body`: the body gets a scope of its own, in which names may be
+        // `obj`'s properties (the object itself is read where the statement stands).
+        let with_object = node
+            .parent()
+            .filter(|p| p.kind() == "with_statement")
+            .filter(|p| p.field(Field::Body).is_some_and(|b| b.id() == node.id()))
+            .and_then(|p| p.field(Field::Object));
+        let opens = if with_object.is_some() {
+            Some(false)
+        } else {
+            scope_kind(kind)
+        };
         if let Some(function_like) = opens {
             let id = self.cx.scopes.len() as ScopeId;
             let parent = self.stack.last().copied();
             self.cx.scopes.push(super::scope::Scope {
                 parent,
                 function_like,
+                own_arguments: matches!(
+                    kind,
+                    "function_declaration"
+                        | "generator_function_declaration"
+                        | "function_expression"
+                        | "generator_function"
+                        | "method_definition"
+                ),
             });
             self.stack.push(id);
+            if let (Some(object), Some(outer)) = (with_object, parent) {
+                self.cx.with_objects.insert(id, (object, outer));
+            }
         }
         let top = self.top();
         if !self.then_callbacks.is_empty() {

@@ -81,6 +81,12 @@ pub enum Val {
     Func(FnKind),
     /// `Object.getPrototypeOf(<function literal>)`.
     FuncProto(FnKind),
+    /// The `.constructor` of a value the analysis cannot see (a parameter, a method, a
+    /// bound function): it may be `Function`, which compiles its last argument.
+    AnyConstructor,
+    /// `arguments` at the top level of a CommonJS module: the wrapper's
+    /// `(exports, require, module, __filename, __dirname)`.
+    WrapperArguments,
     Undefined,
 }
 
@@ -144,7 +150,11 @@ impl Vals {
     /// so that a computed member on it is a dynamic attribute.
     pub fn is_namespace_like(&self) -> bool {
         self.items.iter().any(|v| match v {
-            Val::Module(_) | Val::Global | Val::Require(_) | Val::CjsModule => true,
+            Val::Module(_)
+            | Val::Global
+            | Val::Require(_)
+            | Val::CjsModule
+            | Val::WrapperArguments => true,
             Val::Name(n) => n == "process",
             _ => false,
         })
@@ -266,12 +276,54 @@ impl<'a> Analyzer<'a> {
         }
     }
 
-    /// The value of a name read in a scope: its binding's, or the global's.
+    /// The value of a name read in a scope: its binding's, or the global's, and the
+    /// same-named property of every `with` object in between.
     pub fn name_value(&self, scope: ScopeId, name: &str) -> Vals {
-        match self.resolve(scope, name) {
+        let mut out = match self.resolve(scope, name) {
             Some(binding) => self.binding_value(binding),
+            None if name == "arguments" && self.is_top_level_arguments(scope) => {
+                Vals::one(Val::WrapperArguments)
+            }
             None => global_value(name),
+        };
+        if self.with_objects.is_empty() {
+            return out;
         }
+        let binding_scope = self.resolve(scope, name).and_then(|binding| {
+            self.declared
+                .get(name)
+                .and_then(|list| list.iter().find(|(_, b)| *b == binding))
+                .map(|(s, _)| *s)
+        });
+        let mut current = Some(scope);
+        while let Some(id) = current {
+            if Some(id) == binding_scope {
+                break;
+            }
+            if let Some(&(object, outer)) = self.with_objects.get(&id) {
+                for val in self.eval(object, outer, 1).items {
+                    self.member_of(&val, None, name, &mut out, &mut Vec::new());
+                }
+            }
+            current = self.scopes.get(id as usize).and_then(|s| s.parent);
+        }
+        out
+    }
+
+    /// Whether `arguments` read in `scope` is the CommonJS wrapper's: no enclosing
+    /// function has its own.
+    fn is_top_level_arguments(&self, scope: ScopeId) -> bool {
+        let mut current = Some(scope);
+        while let Some(id) = current {
+            let Some(s) = self.scopes.get(id as usize) else {
+                return false;
+            };
+            if s.own_arguments {
+                return false;
+            }
+            current = s.parent;
+        }
+        true
     }
 
     /// The union of everything a binding is ever given, memoised; cycles are unknown.
@@ -319,10 +371,16 @@ impl<'a> Analyzer<'a> {
                 for val in &vals.items {
                     self.member_of(val, None, name, &mut out, &mut refs);
                 }
+                if name == "constructor" && vals.unknown {
+                    out.push(Val::AnyConstructor);
+                }
             }
             Step::Index(i) => {
                 for val in &vals.items {
                     match val {
+                        Val::WrapperArguments => {
+                            self.member_of(val, None, &i.to_string(), &mut out, &mut Vec::new())
+                        }
                         Val::StrList(list) => match list.get(*i) {
                             Some(s) => out.push(Val::Str(s.clone())),
                             None => out.push(Val::Undefined),
@@ -350,6 +408,9 @@ impl<'a> Analyzer<'a> {
                 for key in &keys {
                     for val in &vals.items {
                         self.member_of(val, None, key, &mut out, &mut refs);
+                    }
+                    if key == "constructor" && vals.unknown {
+                        out.push(Val::AnyConstructor);
                     }
                 }
             }
@@ -414,6 +475,13 @@ impl<'a> Analyzer<'a> {
                 && (self.is_constructor_walk(object, scope, depth) || is_literal_method(object))
             {
                 out.push(Val::Name("Function".to_string()));
+            } else if key == "constructor"
+                && object_vals.unknown
+                && strip_parens(object).kind() != "this"
+            {
+                // `new this.constructor(…)` is a class's own clone idiom; any other
+                // object we cannot see may be a function.
+                out.push(Val::AnyConstructor);
             }
         }
         out
@@ -487,6 +555,17 @@ impl<'a> Analyzer<'a> {
             Val::Func(kind) | Val::FuncProto(kind) if prop == "constructor" => {
                 out.push(Val::Name(kind.constructor_name().to_string()))
             }
+            // A descriptor's `.value`, and the constructor bound or called indirectly.
+            Val::AnyConstructor => match prop {
+                "value" | "bind" | "call" | "apply" => out.push(Val::AnyConstructor),
+                _ => out.unknown = true,
+            },
+            Val::WrapperArguments => match prop {
+                "1" => out.push(Val::Require(0)),
+                "2" => out.push(Val::CjsModule),
+                "callee" => out.push(Val::Func(FnKind::Plain)),
+                _ => out.unknown = true,
+            },
             Val::Str(s) => match prop.parse::<usize>() {
                 Ok(i) => match s.chars().nth(i) {
                     Some(c) => out.push(Val::Str(c.to_string())),
@@ -561,6 +640,20 @@ impl<'a> Analyzer<'a> {
                         if !found {
                             out.unknown = true;
                         }
+                    }
+                    // A descriptor of, or the value of, a `constructor` property.
+                    "Object.getOwnPropertyDescriptor"
+                    | "Reflect.getOwnPropertyDescriptor"
+                    | "Reflect.get" => {
+                        let key = args.and_then(|a| self.argument(a, 1));
+                        let (keys, other) = match key {
+                            Some(key) => self.eval(key, scope, depth + 1).strings(),
+                            None => (Vec::new(), true),
+                        };
+                        if other || keys.iter().any(|k| k == "constructor") {
+                            out.push(Val::AnyConstructor);
+                        }
+                        out.unknown = true;
                     }
                     "String.fromCharCode" | "String.fromCodePoint" => {
                         match args.and_then(|a| self.char_codes(a, scope, depth)) {

@@ -100,7 +100,14 @@ impl<'a> Analyzer<'a> {
             }
             "member_expression" | "subscript_expression" => self.emit_member(node, scope),
             "call_expression" => self.emit_call(node, scope),
-            "new_expression" => self.emit_worker_eval(node, scope),
+            "new_expression" => {
+                self.emit_worker_eval(node, scope);
+                if let Some(constructor) = node.field(Field::Constructor) {
+                    let vals = self.eval(constructor, scope, 0);
+                    let args = node.field(Field::Arguments);
+                    self.emit_function_constructor(node, &vals.items, args, scope);
+                }
+            }
             "import_statement" => self.emit_static_import(node),
             "export_statement" => {
                 self.emit_static_import(node);
@@ -222,6 +229,7 @@ impl<'a> Analyzer<'a> {
             return;
         }
         let vals = self.eval(callee, scope, 0);
+        self.emit_function_constructor(node, &vals.items, args, scope);
         for val in vals.items {
             match val {
                 Val::Require(arg) => self.emit_load(node, args, arg, scope, "a module loader"),

@@ -82,6 +82,12 @@ def _install(settings_text, main_path):
         "unittest.mock", "zipimport", "pkgutil", "imp", "_pyrepl", "site",
     ))
 
+    type_evaluators = frozenset(("typing", "annotationlib"))
+
+    def calls_in(source):
+        return (isinstance(source, str) and "(" in source) or (
+            isinstance(source, bytes) and b"(" in source)
+
     def glob_matches(pattern, name):
         # `*` matches any run of characters, dots included (as the static engine).
         parts = pattern.split("*")
@@ -331,6 +337,13 @@ def _install(settings_text, main_path):
                 elif args and args[0] is main_code:
                     return
                 frame = getframe(1)
+                if event == "compile" and calls_in(args[0] if args else None):
+                    # typing compiles string annotations (`ForwardRef`); a type never
+                    # needs a call, so one with a call in it is code smuggled as a type.
+                    asker = requester(frame)
+                    if asker is not None and asker.f_globals.get("__name__") in type_evaluators:
+                        busy[0] = True
+                        block(dynamic_rule, "compile of a string annotation", (source,), frame)
                 if event == "exec" and importing(frame):
                     # A module's own code, run by the import system; a module the
                     # snippet wrote was refused when it was opened or compiled. A

@@ -187,32 +187,24 @@ impl Walker<'_> {
                 _ => None,
             })
             .collect();
-        match call.args.get(1).and_then(|a| fold_str(&*self, a)) {
-            Some(attribute) => {
-                if is_introspection(&attribute) {
-                    self.dynamic(
-                        call.range,
-                        dynamic::INTROSPECTION,
-                        format!(
-                            "`{function}` of `{attribute}` reaches the interpreter's internals"
-                        ),
-                    );
-                }
-                for base in bases {
-                    let module = target.contains(&Value::Module(base.clone()));
-                    if !module && is_dunder(&attribute) && !is_builtins_namespace(&base) {
-                        continue;
-                    }
-                    let member = if module {
-                        self.module_member(&base, &attribute)
-                    } else {
-                        self.member(&base, &attribute)
-                    };
-                    if let Value::Name(name) | Value::Module(name) = &member {
-                        let name = name.clone();
-                        self.reference(call.range, &name, false);
-                    }
-                    add(out, member);
+        // One name, or each of a few known names (`for n in ['sqrt', 'floor']`).
+        let attributes = match call.args.get(1).and_then(|a| fold_str(&*self, a)) {
+            Some(attribute) => Some(vec![attribute]),
+            None => arguments.get(1).and_then(|values| {
+                values
+                    .iter()
+                    .map(|value| match value {
+                        Value::Str(s) => Some(s.clone()),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<String>>>()
+                    .filter(|names| !names.is_empty())
+            }),
+        };
+        match attributes {
+            Some(attributes) => {
+                for attribute in attributes {
+                    self.named_attribute(call, function, target, &bases, &attribute, out);
                 }
             }
             None => {
@@ -226,6 +218,41 @@ impl Walker<'_> {
                     );
                 }
             }
+        }
+    }
+
+    /// `getattr(base, attribute)` with a known attribute name.
+    fn named_attribute(
+        &mut self,
+        call: &ast::ExprCall,
+        function: &str,
+        target: &[Value],
+        bases: &[String],
+        attribute: &str,
+        out: &mut Vec<Value>,
+    ) {
+        if is_introspection(attribute) {
+            self.dynamic(
+                call.range,
+                dynamic::INTROSPECTION,
+                format!("`{function}` of `{attribute}` reaches the interpreter's internals"),
+            );
+        }
+        for base in bases {
+            let module = target.contains(&Value::Module(base.clone()));
+            if !module && is_dunder(attribute) && !is_builtins_namespace(base) {
+                continue;
+            }
+            let member = if module {
+                self.module_member(base, attribute)
+            } else {
+                self.member(base, attribute)
+            };
+            if let Value::Name(name) | Value::Module(name) = &member {
+                let name = name.clone();
+                self.reference(call.range, &name, false);
+            }
+            add(out, member);
         }
     }
 
