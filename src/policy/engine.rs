@@ -185,6 +185,10 @@ impl CompiledMatcher {
                     Some(format!(
                         "module `{name}` is passed where its uses cannot be followed"
                     ))
+                } else if name.contains('.') && self.modules.iter().any(|g| g.matches(name)) {
+                    // `from concurrent import interpreters` names a denied submodule
+                    // without importing it by that name.
+                    Some(format!("module `{name}`"))
                 } else {
                     None
                 }

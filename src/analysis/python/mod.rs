@@ -7,7 +7,8 @@
 //! - [`scope`]: which names each scope binds (Python's scoping rules).
 //! - [`resolve`]: what every use resolves to, and the facts, with help from
 //!   [`fold`] (constant strings), [`dynamic`] (getattr, `__import__`, introspection),
-//!   [`loading`] (the import path, module files written) and [`paths`] (filesystem calls).
+//!   [`loading`] (the import path, module files written), [`modes`] (calls an argument
+//!   makes unsafe) and [`paths`] (filesystem calls).
 
 mod depth;
 mod dynamic;
@@ -15,6 +16,7 @@ mod encoding;
 mod fold;
 mod indent;
 mod loading;
+mod modes;
 mod paths;
 mod resolve;
 mod scope;

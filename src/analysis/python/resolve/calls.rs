@@ -29,6 +29,7 @@ impl Walker<'_> {
         self.attribute_walks_in_strings(call, &names);
         self.evaluated_later(call, &names);
         self.module_file_written(call, &names);
+        self.unsafe_mode(call, &names);
         let mut out = Vec::new();
         for name in &names {
             if is_import_function(name) {
@@ -80,6 +81,31 @@ impl Walker<'_> {
                 let detail =
                     format!("`{attribute}` named in a string reaches the interpreter's internals");
                 self.dynamic(call.range, dynamic::INTROSPECTION, detail);
+            }
+        }
+    }
+
+    /// `numpy.load(f, allow_pickle=True)`: a call made unsafe by one argument.
+    pub(super) fn unsafe_mode(&mut self, call: &ast::ExprCall, names: &[String]) {
+        for name in names {
+            for (keyword_name, position, unsafe_value) in modes::unsafe_modes(name) {
+                let argument =
+                    keyword(call, keyword_name).or_else(|| position.and_then(|p| call.args.get(p)));
+                let Some(argument) = argument else {
+                    continue;
+                };
+                let value = match argument {
+                    Expr::Constant(ast::ExprConstant {
+                        value: ast::Constant::Bool(b),
+                        ..
+                    }) => Some(if *b { "True" } else { "False" }.to_string()),
+                    other => fold_str(&*self, other),
+                };
+                // A mode that cannot be known is taken as the unsafe one.
+                if value.as_deref().is_none_or(|v| v == unsafe_value) {
+                    let reported = modes::unsafe_call_name(name, keyword_name, unsafe_value);
+                    self.reference(call.range, &reported, false);
+                }
             }
         }
     }

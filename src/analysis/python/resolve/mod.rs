@@ -30,6 +30,7 @@ use super::dynamic::{
 use super::encoding::normalize;
 use super::fold::{fold_str, FoldEnv};
 use super::loading;
+use super::modes;
 use super::paths::{self, is_path_constructor, path_arguments, PathArguments};
 use super::scope::{dotted, node_key, ScopeId, ScopeKind, ScopeTree};
 use super::MAX_DEPTH;

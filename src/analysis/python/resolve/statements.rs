@@ -444,7 +444,14 @@ impl Walker<'_> {
 
     pub(super) fn bind_target(&mut self, target: &Expr, values: Vec<Value>) {
         match target {
-            Expr::Name(n) => self.bind(&normalize(&n.id), values),
+            Expr::Name(n) => {
+                let name = normalize(&n.id);
+                // Rebinding a module's `__builtins__` changes what every bare name means.
+                if is_builtins_namespace(&name) {
+                    self.reference(n.range, "__builtins__", false);
+                }
+                self.bind(&name, values)
+            }
             Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
                 for e in elts {
                     self.bind_target(e, values.clone());

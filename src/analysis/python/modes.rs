@@ -1,0 +1,54 @@
+//! Calls that one argument turns unsafe: `numpy.load(f, allow_pickle=True)` unpickles,
+//! `ruamel.yaml.YAML(typ='unsafe')` builds arbitrary objects. The function alone is
+//! ordinary, so the policy names the call with its argument, as the finding shows it:
+//! `numpy.load(allow_pickle=True)`.
+
+/// A callee, the argument that changes its mode (keyword and position), and the value
+/// that makes it unsafe.
+struct UnsafeMode {
+    callee: &'static str,
+    keyword: &'static str,
+    position: Option<usize>,
+    value: &'static str,
+}
+
+const UNSAFE_MODES: &[UnsafeMode] = &[
+    UnsafeMode {
+        callee: "numpy.load",
+        keyword: "allow_pickle",
+        position: Some(2),
+        value: "True",
+    },
+    UnsafeMode {
+        callee: "ruamel.yaml.YAML",
+        keyword: "typ",
+        position: None,
+        value: "unsafe",
+    },
+    UnsafeMode {
+        callee: "ruamel.yaml.main.YAML",
+        keyword: "typ",
+        position: None,
+        value: "unsafe",
+    },
+];
+
+/// The modes of `callee` to look for: (keyword, position, unsafe value).
+pub fn unsafe_modes(
+    callee: &str,
+) -> impl Iterator<Item = (&'static str, Option<usize>, &'static str)> + '_ {
+    UNSAFE_MODES
+        .iter()
+        .filter(move |mode| mode.callee == callee)
+        .map(|mode| (mode.keyword, mode.position, mode.value))
+}
+
+/// The name a call in an unsafe mode is reported as: `numpy.load(allow_pickle=True)`.
+pub fn unsafe_call_name(callee: &str, keyword: &str, value: &str) -> String {
+    let shown = if value == "True" || value == "False" {
+        value.to_string()
+    } else {
+        format!("'{value}'")
+    };
+    format!("{callee}({keyword}={shown})")
+}
