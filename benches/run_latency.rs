@@ -26,17 +26,9 @@ fn main() {
         .map(|a| a.parse().expect("ITERATIONS is a number"))
         .unwrap_or(40);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = if root.join("tests/policies/local-image.yaml").exists() {
-        root.to_path_buf()
-    } else {
-        // Built by the wrapper crate in run-latency.sh: the repository is given.
-        std::env::var("CODE_SANDBOX_ROOT")
-            .expect("CODE_SANDBOX_ROOT")
-            .into()
-    };
     let policy_path = root.join("tests/policies/local-image.yaml");
     let mut policy =
-        Policy::discover(Some(policy_path.to_str().unwrap()), &root).expect("the test policy");
+        Policy::discover(Some(policy_path.to_str().unwrap()), root).expect("the test policy");
     policy.pool.size = 2;
     policy.pool.max_concurrent = CONCURRENT_CALLERS;
     let image = policy.images.python.clone();

@@ -59,6 +59,7 @@ pub struct Runtime {
 impl Runtime {
     pub fn new(policy: Arc<Policy>) -> Runtime {
         let permits = policy.pool.max_concurrent.max(1);
+        let pool = Pool::new(policy.pool.size, permits);
         let guards = Language::ALL
             .into_iter()
             .map(|language| (language, Guard::new(&policy, language)))
@@ -71,7 +72,7 @@ impl Runtime {
             docker: tokio::sync::Mutex::new(None),
             swept: AtomicBool::new(false),
             images: Mutex::new(HashMap::new()),
-            pool: Pool::default(),
+            pool,
             permits: Arc::new(Semaphore::new(permits)),
             closing: CancellationToken::new(),
             live: Mutex::new(HashSet::new()),
@@ -394,12 +395,21 @@ impl Runtime {
         result
     }
 
-    /// Starts the creations that bring `image`'s pool back to `pool.size`.
+    /// Starts the creations that bring `image`'s pool back to its target (`pool.size`,
+    /// more while demand is high).
     fn refill(self: &Arc<Self>, docker: &Docker, image: &str) -> Vec<tokio::task::JoinHandle<()>> {
         if self.closing.is_cancelled() {
             return Vec::new();
         }
-        let missing = self.pool.reserve(image, self.policy.pool.size);
+        let missing = self.pool.reserve(image);
+        if missing > 0 {
+            tracing::debug!(
+                image,
+                missing,
+                target = self.pool.target(image),
+                "refilling the warm pool"
+            );
+        }
         (0..missing)
             .map(|_| {
                 let runtime = self.clone();

@@ -534,6 +534,43 @@ async fn the_warm_pool_fills_and_refills() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_warm_pool_grows_with_demand_up_to_max_concurrent() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| {
+        p.pool.size = 1;
+        p.pool.max_concurrent = 3;
+    }));
+    sandbox.warm_up().await;
+    assert_eq!(sandbox.warm_containers(Language::Python), 1);
+    // A burst of four parallel calls: one finds a container ready, the others do not.
+    let burst = (0..4).map(|i| {
+        let sandbox = sandbox.clone();
+        tokio::spawn(async move { run(&sandbox, Language::Python, &format!("print({i})")).await })
+    });
+    for (i, outcome) in futures_util::future::join_all(burst)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(outcome.expect("no panic").stdout, format!("{i}\n"));
+    }
+    // The pool now keeps three ready for the next burst (never more: only three can
+    // run at once), where `pool.size` alone would have kept one.
+    let mut grown = 0;
+    for _ in 0..300 {
+        grown = sandbox.warm_containers(Language::Python);
+        if grown == 3 && containers_of(&sandbox).len() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(grown, 3, "the pool follows the burst");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(containers_of(&sandbox).len(), 3, "and does not overshoot");
+    finish(sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_kills_the_run() {
     require_docker!();
     let sandbox = Sandbox::new(policy(|_| {}));
