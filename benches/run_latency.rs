@@ -179,6 +179,7 @@ async fn one_run(sandbox: &Sandbox) {
                 code: CODE.into(),
                 timeout: None,
                 env: Vec::new(),
+                tap: None,
             },
             CancellationToken::new(),
         )

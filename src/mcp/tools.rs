@@ -109,7 +109,7 @@ impl CodeSandboxServer {
                 cancel.cancel();
             }))
         };
-        let _progress = ProgressReporter::start(
+        let (_progress, tap) = ProgressReporter::start(
             context.peer.clone(),
             context.meta.get_progress_token(),
             timeout,
@@ -119,6 +119,7 @@ impl CodeSandboxServer {
             code: args.code,
             timeout: Some(timeout),
             env: self.env.to_vec(),
+            tap,
         };
         tracing::debug!(%language, timeout_ms = timeout.as_millis() as u64, "dispatching to the sandbox");
         match self.sandbox.run(request, cancel).await {

@@ -32,6 +32,8 @@ pub struct Program {
     pub argv: Vec<String>,
     pub code: Vec<u8>,
     pub env: Vec<(String, String)>,
+    /// Where output also goes as it arrives.
+    pub tap: Option<super::OutputTap>,
 }
 
 /// How an exec ended.
@@ -175,6 +177,11 @@ pub async fn execute(
     cancel: &CancellationToken,
 ) -> Result<Executed, SandboxError> {
     let started = Instant::now();
+    let tap_chunk = |stream: Stream, message: &[u8]| {
+        if let Some(tap) = &program.tap {
+            let _ = tap.try_send((stream, message.to_vec()));
+        }
+    };
     let start = StartExecOptions {
         detach: false,
         tty: false,
@@ -241,9 +248,13 @@ pub async fn execute(
             }
             item = output.next() => match item {
                 Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
+                    tap_chunk(Stream::Stdout, &message);
                     capture.push(Stream::Stdout, &message)
                 }
-                Some(Ok(LogOutput::StdErr { message })) => capture.push(Stream::Stderr, &message),
+                Some(Ok(LogOutput::StdErr { message })) => {
+                    tap_chunk(Stream::Stderr, &message);
+                    capture.push(Stream::Stderr, &message)
+                }
                 Some(Ok(LogOutput::StdIn { .. })) => {}
                 Some(Err(error)) => {
                     stream_error = Some(error);
@@ -379,6 +390,7 @@ mod tests {
                 "/sandbox/main.py".into(),
             ],
             code: b"print(1)\n".to_vec(),
+            tap: None,
             env: Vec::new(),
         };
         assert_eq!(

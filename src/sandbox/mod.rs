@@ -28,6 +28,7 @@ mod runtime;
 
 pub use container::LABEL;
 pub use env::pass_through;
+pub use output::Stream;
 
 use crate::analysis::{Language, SourceKind};
 use crate::policy::Policy;
@@ -47,7 +48,13 @@ pub struct RunRequest {
     pub timeout: Option<Duration>,
     /// Variables set in the sandbox (already filtered by the caller).
     pub env: Vec<(String, String)>,
+    /// Where output goes as it arrives, besides the outcome (progress notifications,
+    /// a terminal). Best effort: a chunk the receiver has no room for is skipped there.
+    pub tap: Option<OutputTap>,
 }
+
+/// Chunks of output as the program writes them.
+pub type OutputTap = tokio::sync::mpsc::Sender<(Stream, Vec<u8>)>;
 
 impl RunRequest {
     pub fn language(&self) -> Language {

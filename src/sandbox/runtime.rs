@@ -292,6 +292,7 @@ impl Runtime {
             argv,
             code: request.code.as_bytes().to_vec(),
             env,
+            tap: request.tap.clone(),
         })
     }
 

@@ -104,6 +104,11 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> RpcClient<R, W> {
         }
     }
 
+    /// Whether the response to request `id` has arrived (and is waiting to be read).
+    pub fn answered(&self, id: u64) -> bool {
+        self.pending.iter().any(|m| m["id"] == id)
+    }
+
     /// Waits for a notification matching `wanted`, reading past everything else.
     pub async fn notification(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
         if let Some(found) = self.notifications.iter().find(|n| wanted(n)) {

@@ -190,5 +190,6 @@ pub fn request(
         code: code.to_string(),
         timeout: None,
         env: Vec::new(),
+        tap: None,
     }
 }

@@ -389,6 +389,61 @@ async fn a_timeout_kills_the_run_and_progress_is_reported_meanwhile() {
 }
 
 #[tokio::test]
+async fn output_comes_as_progress_while_the_run_lasts() {
+    if !common::docker_ready() {
+        return;
+    }
+    let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
+    let code = "import sys, time\nprint('first line', flush=True)\n\
+                print('a warning', file=sys.stderr, flush=True)\ntime.sleep(3)\nprint('last line')\n";
+    let id = server
+        .client
+        .start_request(
+            "tools/call",
+            json!({
+                "name": "run_python_code",
+                "arguments": {"code": code},
+                "_meta": {"progressToken": "live"}
+            }),
+        )
+        .await;
+    let carrying = |text: &'static str| {
+        move |n: &Value| {
+            n["method"] == "notifications/progress"
+                && n["params"]["progressToken"] == "live"
+                && n["params"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(text))
+        }
+    };
+    server.client.notification(carrying("first line")).await;
+    server
+        .client
+        .notification(carrying("stderr| a warning"))
+        .await;
+    assert!(
+        !server.client.answered(id),
+        "the output arrived while the program was still sleeping"
+    );
+    let response = server.client.response(id).await;
+    let run = structured(&response["result"]);
+    assert_eq!(run["stdout"], "first line\nlast line\n", "{response}");
+    assert_eq!(run["stderr"], "a warning\n", "{response}");
+    let progress: Vec<f64> = server
+        .client
+        .notifications
+        .iter()
+        .filter(|n| n["params"]["progressToken"] == "live")
+        .filter_map(|n| n["params"]["progress"].as_f64())
+        .collect();
+    assert!(
+        progress.windows(2).all(|w| w[0] < w[1]),
+        "progress only grows: {progress:?}"
+    );
+    server.close().await;
+}
+
+#[tokio::test]
 async fn cancelling_a_call_kills_the_run_and_removes_its_container() {
     if !common::docker_ready() {
         return;
