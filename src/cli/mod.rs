@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod format;
+mod live;
 mod policy_cmd;
 mod run;
 mod serve;

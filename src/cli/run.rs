@@ -3,7 +3,8 @@
 //! The policy check comes first and decides: a denial prints the findings (the same
 //! `path:line:col: rule [deny] message` lines as `check`) to stderr and runs nothing
 //! (exit 1); warnings are printed too and the run goes ahead. With `--format text` the
-//! snippet's stdout and stderr pass through and its exit code becomes ours; with
+//! snippet's stdout and stderr pass through as they come (see [`super::live`]) and its
+//! exit code becomes ours; with
 //! `--format json` one JSON object says everything (the run's outcome, the findings,
 //! the policy's name) and the exit code is still the snippet's.
 //!
@@ -11,6 +12,7 @@
 //! not UTF-8, unknown language, bad policy), 125 the container engine could not run it
 //! (the code `docker run` uses for the same), 130/143 interrupted by SIGINT/SIGTERM.
 
+use super::live::{LiveView, Shown};
 use super::{display_path, PolicyArg, EXIT_USAGE};
 use crate::analysis::Language;
 use crate::policy::{EngineKind, Finding, PolicyEngine, Report};
@@ -147,14 +149,16 @@ pub fn main(args: RunArgs) -> ExitCode {
     if let Some(engine) = args.engine {
         policy.engine = engine;
     }
-    match execute(Arc::new(policy), request) {
-        Ended::Ran(outcome) => report_outcome(
+    let live = args.format == RunFormat::Text;
+    match execute(Arc::new(policy), request, live) {
+        Ended::Ran(outcome, shown) => report_outcome(
             args.format,
             &name,
             &policy_name,
             language,
             &report,
             &outcome,
+            shown,
         ),
         Ended::Failed(error) => {
             eprintln!("error: {error}");
@@ -168,7 +172,8 @@ pub fn main(args: RunArgs) -> ExitCode {
 }
 
 enum Ended {
-    Ran(RunOutcome),
+    /// The outcome, and what the live view printed of it (in text format).
+    Ran(RunOutcome, Option<Shown>),
     Failed(SandboxError),
     /// The signal number that stopped it.
     Interrupted(u8),
@@ -176,7 +181,7 @@ enum Ended {
 
 /// Runs the request on a runtime of its own; SIGINT and SIGTERM kill the run, and the
 /// container is removed on every path before returning.
-fn execute(policy: Arc<crate::policy::Policy>, request: RunRequest) -> Ended {
+fn execute(policy: Arc<crate::policy::Policy>, mut request: RunRequest, live: bool) -> Ended {
     super::init_logging(false);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -191,6 +196,13 @@ fn execute(policy: Arc<crate::policy::Policy>, request: RunRequest) -> Ended {
         }
     };
     runtime.block_on(async {
+        let view = live.then(|| {
+            let (view, tap) = LiveView::start(
+                usize::try_from(policy.limits.output.bytes()).unwrap_or(usize::MAX),
+            );
+            request.tap = Some(tap);
+            view
+        });
         let sandbox = Sandbox::new(policy);
         let cancel = CancellationToken::new();
         // A signal cancels the run, which then kills it and removes its container
@@ -204,6 +216,11 @@ fn execute(policy: Arc<crate::policy::Policy>, request: RunRequest) -> Ended {
             })
         };
         let result = sandbox.run(request, cancel).await;
+        // The request, and with it the tap, is gone: the view ends once it has printed.
+        let shown = match view {
+            Some(view) => Some(view.finish().await),
+            None => None,
+        };
         let signal = if watcher.is_finished() {
             watcher.await.unwrap_or(2)
         } else {
@@ -212,7 +229,7 @@ fn execute(policy: Arc<crate::policy::Policy>, request: RunRequest) -> Ended {
         };
         sandbox.shutdown().await;
         match result {
-            Ok(outcome) => Ended::Ran(outcome),
+            Ok(outcome) => Ended::Ran(outcome, shown),
             Err(SandboxError::Cancelled) => Ended::Interrupted(signal),
             Err(error) => Ended::Failed(error),
         }
@@ -226,6 +243,7 @@ fn report_outcome(
     language: Language,
     report: &Report,
     outcome: &RunOutcome,
+    shown: Option<Shown>,
 ) -> ExitCode {
     for finding in &outcome.blocked {
         eprintln!(
@@ -236,11 +254,27 @@ fn report_outcome(
     }
     match format {
         RunFormat::Text => {
-            let mut stdout = std::io::stdout().lock();
-            let _ = stdout.write_all(escape_controls(&outcome.stdout).as_bytes());
-            let _ = stdout.flush();
+            // The live view printed the output as it came; when it printed all of it,
+            // there is nothing to add.
+            let complete = shown.is_some_and(|shown| {
+                !shown.cut
+                    && !outcome.truncated
+                    && shown.stdout == outcome.stdout.len()
+                    && shown.stderr == outcome.stderr.len()
+            });
             let mut stderr = std::io::stderr().lock();
-            let _ = stderr.write_all(escape_controls(&outcome.stderr).as_bytes());
+            if !complete {
+                if shown.is_some() {
+                    let _ = writeln!(
+                        stderr,
+                        "[the output above is incomplete; the output the sandbox kept follows]"
+                    );
+                }
+                let mut stdout = std::io::stdout().lock();
+                let _ = stdout.write_all(escape_controls(&outcome.stdout).as_bytes());
+                let _ = stdout.flush();
+                let _ = stderr.write_all(escape_controls(&outcome.stderr).as_bytes());
+            }
             if outcome.timed_out {
                 let _ = writeln!(stderr, "[killed: the wall-clock limit was reached]");
             }
@@ -265,7 +299,7 @@ fn report_outcome(
 /// The sandboxed program's text with terminal control sequences made visible: an
 /// untrusted program must not move the cursor, retitle the window or hide lines in the
 /// terminal of the person running it. Newlines and tabs stay as they are.
-fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     let is_control = |c: char| c.is_control() && c != '\n' && c != '\t';
     if !text.chars().any(is_control) {
         return std::borrow::Cow::Borrowed(text);

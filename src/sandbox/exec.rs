@@ -36,6 +36,62 @@ pub struct Program {
     pub tap: Option<super::OutputTap>,
 }
 
+/// The run's output as it arrives, for an [`super::OutputTap`]: best effort (a chunk
+/// the receiver has no room for is skipped there; the outcome has everything), and
+/// without the guard's block lines, which become findings rather than output.
+struct Tap<'a> {
+    sender: &'a super::OutputTap,
+    stderr: GuardLines,
+}
+
+impl Tap<'_> {
+    fn send(&mut self, stream: Stream, bytes: &[u8]) {
+        let bytes = match stream {
+            Stream::Stdout => bytes.to_vec(),
+            Stream::Stderr => self.stderr.filter(bytes),
+        };
+        if !bytes.is_empty() {
+            let _ = self.sender.try_send((stream, bytes));
+        }
+    }
+}
+
+/// Removes the guard's block lines from a byte stream as it passes. A line starting
+/// with the marker's first byte (a control character no ordinary output starts a line
+/// with) is held until its end; everything else passes at once.
+#[derive(Default)]
+struct GuardLines {
+    mid_line: bool,
+    held: Option<Vec<u8>>,
+}
+
+impl GuardLines {
+    fn filter(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let marker = super::guard::MARKER.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        for &byte in bytes {
+            if let Some(held) = &mut self.held {
+                held.push(byte);
+                if byte == b'\n' {
+                    let line = self.held.take().unwrap_or_default();
+                    if !line.starts_with(marker) {
+                        out.extend_from_slice(&line);
+                    }
+                    self.mid_line = false;
+                }
+                continue;
+            }
+            if !self.mid_line && byte == marker[0] {
+                self.held = Some(vec![byte]);
+                continue;
+            }
+            out.push(byte);
+            self.mid_line = byte != b'\n';
+        }
+        out
+    }
+}
+
 /// How an exec ended.
 #[derive(Debug)]
 pub struct Executed {
@@ -177,9 +233,13 @@ pub async fn execute(
     cancel: &CancellationToken,
 ) -> Result<Executed, SandboxError> {
     let started = Instant::now();
-    let tap_chunk = |stream: Stream, message: &[u8]| {
-        if let Some(tap) = &program.tap {
-            let _ = tap.try_send((stream, message.to_vec()));
+    let mut tap = program.tap.as_ref().map(|sender| Tap {
+        sender,
+        stderr: GuardLines::default(),
+    });
+    let mut tap_chunk = |stream: Stream, message: &[u8]| {
+        if let Some(tap) = &mut tap {
+            tap.send(stream, message);
         }
     };
     let start = StartExecOptions {
@@ -410,5 +470,21 @@ mod tests {
             0
         );
         assert_eq!(oom_kills(""), 0);
+    }
+
+    #[test]
+    fn guard_lines_are_kept_out_of_the_tap_wherever_chunks_split_them() {
+        let marker = crate::sandbox::guard::MARKER;
+        let text = format!("warn 1\n{marker}{{\"rule\":\"x\"}}\nwarn 2\n\u{1e}not ours\npartial");
+        let bytes = text.as_bytes();
+        for size in [1, 2, 5, 64] {
+            let mut lines = GuardLines::default();
+            let out: Vec<u8> = bytes.chunks(size).flat_map(|c| lines.filter(c)).collect();
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                "warn 1\nwarn 2\n\u{1e}not ours\npartial",
+                "chunks of {size}"
+            );
+        }
     }
 }

@@ -50,6 +50,37 @@ fn text_format_passes_output_and_the_exit_code_through() {
 }
 
 #[test]
+fn text_format_prints_output_as_it_comes_and_only_once() {
+    require_docker!();
+    let mut child = binary()
+        .args(["run", "-", "--language", "python", "--policy"])
+        .arg(common::local_image_policy())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"import time\nprint('first', flush=True)\ntime.sleep(3)\nprint('second')\n")
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+    assert_eq!(first, "first\n");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the first line came while the program was still running"
+    );
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert_eq!(rest, "second\n", "nothing is printed twice");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
 fn json_format_prints_the_whole_result() {
     require_docker!();
     let output = run(
@@ -237,14 +268,7 @@ fn sigterm_kills_the_run_and_removes_its_container() {
         .write_all(b"import time\nprint('started', flush=True)\ntime.sleep(600)\n")
         .unwrap();
     let pid = child.id();
-    let ours = || {
-        let output = Command::new("docker")
-            .args(["ps", "-a", "-q", "--filter"])
-            .arg(format!("label=code-sandbox-mcp.pid={pid}"))
-            .output()
-            .unwrap();
-        text(&output.stdout).lines().count()
-    };
+    let ours = || common::containers_labelled(&format!("code-sandbox-mcp.pid={pid}")).len();
     // Wait until its container exists (bounded), then ask it to stop.
     for _ in 0..300 {
         if ours() > 0 {
