@@ -1,8 +1,7 @@
 //! `code-sandbox-mcp check` and `policy` as a user runs them: the real binary, its
 //! stdout, stderr and exit codes.
 
-use crate::common::{binary as bin, scratch, text};
-use std::io::Write;
+use crate::common::{binary as bin, scratch, spawn_with_input, text};
 use std::path::Path;
 use std::process::{Output, Stdio};
 
@@ -94,21 +93,13 @@ fn directories_are_walked_for_sources_only() {
 #[test]
 fn stdin_needs_a_language() {
     let dir = scratch("stdin");
-    let mut child = bin()
+    let mut command = bin();
+    command
         .current_dir(&dir)
-        .args(["check", "-", "--language", "python"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .args(["check", "-", "--language", "python"]);
+    let out = spawn_with_input(command, EVIL_PY.as_bytes())
+        .wait_with_output()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(EVIL_PY.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stdout).starts_with("-:2:1: process-exec [deny]"),

@@ -3,8 +3,7 @@
 //! 1 (denied), 2 (bad input), 125 (no engine), 128+N (killed by a signal).
 
 use crate::common::{self, binary, text};
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 /// `run ARGS… --policy tests/policies/local-image.yaml` with `stdin` as input.
@@ -13,19 +12,23 @@ fn run(args: &[&str], stdin: &[u8]) -> Output {
 }
 
 fn run_with(mut command: Command, args: &[&str], stdin: &[u8]) -> Output {
-    let policy = common::local_image_policy();
-    let mut child = command
+    command
         .arg("run")
         .args(args)
         .arg("--policy")
-        .arg(&policy)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+        .arg(common::local_image_policy());
+    common::spawn_with_input(command, stdin)
+        .wait_with_output()
+        .unwrap()
+}
+
+/// `run - --language python` with `code` on stdin, left running.
+fn spawn_python(code: &[u8]) -> std::process::Child {
+    let mut command = binary();
+    command
+        .args(["run", "-", "--language", "python", "--policy"])
+        .arg(common::local_image_policy());
+    common::spawn_with_input(command, code)
 }
 
 macro_rules! require_docker {
@@ -52,20 +55,8 @@ fn text_format_passes_output_and_the_exit_code_through() {
 #[test]
 fn text_format_prints_output_as_it_comes_and_only_once() {
     require_docker!();
-    let mut child = binary()
-        .args(["run", "-", "--language", "python", "--policy"])
-        .arg(common::local_image_policy())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"import time\nprint('first', flush=True)\ntime.sleep(3)\nprint('second')\n")
-        .unwrap();
+    let mut child =
+        spawn_python(b"import time\nprint('first', flush=True)\ntime.sleep(3)\nprint('second')\n");
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
@@ -253,20 +244,7 @@ fn a_timeout_kills_the_run() {
 #[test]
 fn sigterm_kills_the_run_and_removes_its_container() {
     require_docker!();
-    let mut child = binary()
-        .args(["run", "-", "--language", "python", "--policy"])
-        .arg(common::local_image_policy())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"import time\nprint('started', flush=True)\ntime.sleep(600)\n")
-        .unwrap();
+    let child = spawn_python(b"import time\nprint('started', flush=True)\ntime.sleep(600)\n");
     let pid = child.id();
     let ours = || common::containers_labelled(&format!("code-sandbox-mcp.pid={pid}")).len();
     // Wait until its container exists (bounded), then ask it to stop.

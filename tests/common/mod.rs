@@ -3,8 +3,9 @@
 
 pub mod mcp_client;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
 /// The repository root.
@@ -141,6 +142,24 @@ pub fn binary() -> Command {
         .env_remove("CODE_SANDBOX_POLICY")
         .env_remove("RUST_LOG");
     command
+}
+
+/// Starts `command` with all three streams piped, writes `input` to its stdin and
+/// closes it.
+pub fn spawn_with_input(mut command: Command, input: &[u8]) -> Child {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(input)
+        .expect("write to the binary's stdin");
+    child
 }
 
 pub fn binary_path() -> &'static Path {
