@@ -104,6 +104,18 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> RpcClient<R, W> {
         }
     }
 
+    /// Starts a tool call that asks for progress under `token`; returns its id.
+    pub async fn start_call_with_progress(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        token: &str,
+    ) -> u64 {
+        let params =
+            json!({"name": name, "arguments": arguments, "_meta": {"progressToken": token}});
+        self.start_request("tools/call", params).await
+    }
+
     /// Whether the response to request `id` has arrived (and is waiting to be read).
     pub fn answered(&self, id: u64) -> bool {
         self.pending.iter().any(|m| m["id"] == id)

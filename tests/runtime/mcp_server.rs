@@ -351,15 +351,13 @@ async fn a_timeout_kills_the_run_and_progress_is_reported_meanwhile() {
         return;
     }
     let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
+    let code = "print('started', flush=True)\nwhile True:\n    pass\n";
     let id = server
         .client
-        .start_request(
-            "tools/call",
-            json!({
-                "name": "run_python_code",
-                "arguments": {"code": "print('started', flush=True)\nwhile True:\n    pass\n", "timeout": 3},
-                "_meta": {"progressToken": "tick"}
-            }),
+        .start_call_with_progress(
+            "run_python_code",
+            json!({"code": code, "timeout": 3}),
+            "tick",
         )
         .await;
     let response = server.client.response(id).await;
@@ -398,14 +396,7 @@ async fn output_comes_as_progress_while_the_run_lasts() {
                 print('a warning', file=sys.stderr, flush=True)\ntime.sleep(3)\nprint('last line')\n";
     let id = server
         .client
-        .start_request(
-            "tools/call",
-            json!({
-                "name": "run_python_code",
-                "arguments": {"code": code},
-                "_meta": {"progressToken": "live"}
-            }),
-        )
+        .start_call_with_progress("run_python_code", json!({"code": code}), "live")
         .await;
     let carrying = |text: &'static str| {
         move |n: &Value| {
