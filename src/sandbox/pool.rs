@@ -6,7 +6,8 @@
 //! target by one, up to the policy's `max_concurrent` (more could never run at once),
 //! so that the next burst of back-to-back or parallel calls finds them waiting instead
 //! of queueing behind container creation. After a quiet spell without such misses the
-//! target falls back to `pool.size`.
+//! target falls back to `pool.size`. A pool of size 0 stays empty: no warm containers
+//! were asked for (the one-shot `run` command, a policy that wants none).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -89,7 +90,7 @@ impl Pool {
                 if let Some(id) = slots.ready.pop_front() {
                     return Claim::Ready(id);
                 }
-                if slots.waiting == 0 {
+                if slots.waiting == 0 && self.size > 0 {
                     // Counted once per run: a run that waits comes round this loop again.
                     slots.target = (slots.target.max(self.size) + 1).min(self.most);
                     slots.missed = Some(Instant::now());
@@ -210,6 +211,10 @@ mod tests {
         assert_eq!(pool.claim("img").await, Claim::Create);
         assert_eq!(pool.target("img"), 3, "never past max_concurrent");
         assert_eq!(pool.reserve("img"), 3, "refilled for the next burst");
+
+        let none = Pool::new(0, 3);
+        assert_eq!(none.claim("img").await, Claim::Create);
+        assert_eq!(none.reserve("img"), 0, "a pool of size 0 never grows");
 
         let quiet = Pool::with_window(1, 3, Duration::ZERO);
         assert_eq!(quiet.claim("img").await, Claim::Create);
