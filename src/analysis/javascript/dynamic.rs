@@ -191,7 +191,12 @@ impl<'a> Analyzer<'a> {
         args: Option<Node<'a>>,
         scope: ScopeId,
     ) {
-        let Some(args) = args else {
+        let suspect = callee.iter().any(|val| match val {
+            Val::Name(name) => FUNCTION_CONSTRUCTORS.contains(&name.as_str()),
+            Val::AnyConstructor => true,
+            _ => false,
+        });
+        let (true, Some(args)) = (suspect, args) else {
             return;
         };
         // A tagged call (``F`code` ``) passes the template's strings.

@@ -110,6 +110,8 @@ struct Collector<'c, 'a> {
     /// Callbacks of `promise.then(cb)`: their first parameter is what the promise
     /// resolves to (`import('m').then((m) => …)` gets the module).
     then_callbacks: Vec<(usize, Origin<'a>)>,
+    /// Bodies of `with` statements not yet entered (node id), with their object.
+    with_bodies: Vec<(usize, Node<'a>)>,
 }
 
 /// Walks the whole tree once, filling the analyzer's scopes and bindings. Fails (with
@@ -120,6 +122,7 @@ pub fn collect<'a>(cx: &mut Analyzer<'a>, root: Node<'a>) -> Result<(), Fact> {
         stack: Vec::new(),
         pending: Vec::new(),
         then_callbacks: Vec::new(),
+        with_bodies: Vec::new(),
     };
     let mut cursor = root.walk();
     let mut depth = 0usize;
@@ -210,11 +213,19 @@ impl<'a> Collector<'_, 'a> {
         }
         // `with (obj) body`: the body gets a scope of its own, in which names may be
         // `obj`'s properties (the object itself is read where the statement stands).
-        let with_object = node
-            .parent()
-            .filter(|p| p.kind() == "with_statement")
-            .filter(|p| p.field(Field::Body).is_some_and(|b| b.id() == node.id()))
-            .and_then(|p| p.field(Field::Object));
+        if kind == "with_statement" {
+            if let (Some(body), Some(object)) = (node.field(Field::Body), node.field(Field::Object))
+            {
+                self.with_bodies.push((body.id(), object));
+            }
+        }
+        let with_object = match self.with_bodies.last() {
+            Some(&(body, object)) if body == node.id() => {
+                self.with_bodies.pop();
+                Some(object)
+            }
+            _ => None,
+        };
         let opens = if with_object.is_some() {
             Some(false)
         } else {
