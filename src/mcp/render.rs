@@ -3,6 +3,7 @@
 //! so a model can act on them (what happened, then what to change).
 
 use super::types::{CheckResult, RunResult, RunStatus};
+use crate::analysis::Language;
 use crate::policy::{Action, Finding};
 
 /// The text of a run tool's result.
@@ -46,7 +47,30 @@ pub fn run_result(result: &RunResult) -> String {
         push_stream(&mut text, "stdout", &result.stdout);
         push_stream(&mut text, "stderr", &result.stderr);
     }
+    if let Some(hint) = nothing_printed_hint(result) {
+        text.push('\n');
+        text.push_str(hint);
+    }
     text
+}
+
+/// A run that succeeded and printed nothing: models often expect the value of the last
+/// expression to be shown, as in a notebook, and would otherwise try again blindly.
+fn nothing_printed_hint(result: &RunResult) -> Option<&'static str> {
+    let silent = result.status == RunStatus::Completed
+        && result.exit_code == Some(0)
+        && result.stdout.is_empty()
+        && result.stderr.is_empty();
+    silent.then_some(match result.language {
+        Language::Python => {
+            "Nothing was printed: the program ran and exited 0, but the value of the last \
+             expression is not shown as in a notebook. print() the result you want to see.\n"
+        }
+        Language::JavaScript => {
+            "Nothing was printed: the program ran and exited 0, but the value of the last \
+             expression is not shown as in a REPL. console.log() the result you want to see.\n"
+        }
+    })
 }
 
 /// The text of `check_code`'s result.
@@ -129,7 +153,6 @@ fn push_stream(text: &mut String, name: &str, content: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::Language;
 
     fn finding(action: Action) -> Finding {
         Finding {
@@ -156,6 +179,20 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("--- stdout ---"), "{text}");
+    }
+
+    #[test]
+    fn a_silent_success_says_to_print_the_result() {
+        let mut result = RunResult::not_run(RunStatus::Completed, Language::Python, "default");
+        result.exit_code = Some(0);
+        assert!(run_result(&result).contains("print() the result"));
+        result.language = Language::JavaScript;
+        assert!(run_result(&result).contains("console.log() the result"));
+        result.stderr = "a warning".into();
+        assert!(!run_result(&result).contains("Nothing was printed"));
+        result.stderr.clear();
+        result.exit_code = Some(1);
+        assert!(!run_result(&result).contains("Nothing was printed"));
     }
 
     #[test]
