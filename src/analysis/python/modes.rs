@@ -25,12 +25,6 @@ const UNSAFE_MODES: &[UnsafeMode] = &[
         position: None,
         value: "unsafe",
     },
-    UnsafeMode {
-        callee: "ruamel.yaml.main.YAML",
-        keyword: "typ",
-        position: None,
-        value: "unsafe",
-    },
 ];
 
 /// The modes of `callee` to look for: (keyword, position, unsafe value).

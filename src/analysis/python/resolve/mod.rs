@@ -153,6 +153,9 @@ fn canonical(qualified: String) -> String {
         ("_ctypes.", "ctypes."),
         ("_pickle.", "pickle."),
         ("_thread.", "threading."),
+        ("yaml.loader.", "yaml."),
+        ("yaml.cyaml.", "yaml."),
+        ("ruamel.yaml.main.", "ruamel.yaml."),
     ];
     for (private, public) in ALIASES {
         if let Some(rest) = qualified.strip_prefix(private) {
