@@ -277,6 +277,10 @@ impl Walker<'_> {
             if let Value::Name(name) | Value::Module(name) = &member {
                 let name = name.clone();
                 self.reference(call.range, &name, false);
+                // `setattr(sys, 'path', …)` is the store `sys.path = …`.
+                if function != "getattr" && loading::is_import_state(&name) {
+                    self.dynamic(call.range, dynamic::FILE_CODE, loading::state_detail(&name));
+                }
             }
             add(out, member);
         }
