@@ -43,22 +43,10 @@ impl LiveView {
                 };
                 *count += bytes.len();
                 pending.extend_from_slice(&bytes);
-                let text = take_complete_utf8(pending);
-                let escaped = super::run::escape_controls(&text);
-                let _ = match stream {
-                    Stream::Stdout => write_flushed(&mut std::io::stdout().lock(), &escaped),
-                    Stream::Stderr => write_flushed(&mut std::io::stderr().lock(), &escaped),
-                };
+                print(stream, &take_complete_utf8(pending));
             }
-            for (pending, stream) in carry.iter_mut().zip([Stream::Stdout, Stream::Stderr]) {
-                if !pending.is_empty() {
-                    let text = String::from_utf8_lossy(pending).into_owned();
-                    let escaped = super::run::escape_controls(&text);
-                    let _ = match stream {
-                        Stream::Stdout => write_flushed(&mut std::io::stdout().lock(), &escaped),
-                        Stream::Stderr => write_flushed(&mut std::io::stderr().lock(), &escaped),
-                    };
-                }
+            for (pending, stream) in carry.iter().zip([Stream::Stdout, Stream::Stderr]) {
+                print(stream, &String::from_utf8_lossy(pending));
             }
             shown
         });
@@ -73,6 +61,19 @@ impl LiveView {
             ..Shown::default()
         })
     }
+}
+
+/// Writes `text`, escaped, to our own stream of the same name. A terminal that went
+/// away is not an error worth stopping the run for.
+fn print(stream: Stream, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    let escaped = super::run::escape_controls(text);
+    let _ = match stream {
+        Stream::Stdout => write_flushed(&mut std::io::stdout().lock(), &escaped),
+        Stream::Stderr => write_flushed(&mut std::io::stderr().lock(), &escaped),
+    };
 }
 
 fn write_flushed(out: &mut impl Write, text: &str) -> std::io::Result<()> {
