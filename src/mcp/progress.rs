@@ -105,8 +105,9 @@ async fn report(
 struct Output {
     text: String,
     left_out: usize,
-    /// The stream of the last chunk, so that a line split over chunks is marked once.
-    at_line_start: bool,
+    /// The last piece pushed left a line open, and which stream wrote it: a stderr line
+    /// split over chunks is marked once.
+    open_line: Option<Stream>,
 }
 
 impl Output {
@@ -114,11 +115,11 @@ impl Output {
         let chunk = String::from_utf8_lossy(bytes);
         let mut marked = String::with_capacity(chunk.len());
         for piece in chunk.split_inclusive('\n') {
-            if stream == Stream::Stderr && (self.text.is_empty() || self.at_line_start) {
+            if stream == Stream::Stderr && self.open_line != Some(Stream::Stderr) {
                 marked.push_str("stderr| ");
             }
             marked.push_str(piece);
-            self.at_line_start = piece.ends_with('\n');
+            self.open_line = (!piece.ends_with('\n')).then_some(stream);
         }
         let room = OUTPUT_PER_NOTIFICATION.saturating_sub(self.text.len());
         if marked.len() <= room {
@@ -149,7 +150,6 @@ impl Output {
             ));
             self.left_out = 0;
         }
-        self.at_line_start = true;
         Some(text)
     }
 }
