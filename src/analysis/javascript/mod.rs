@@ -152,11 +152,16 @@ impl<'a> Analyzer<'a> {
 
     /// The binding a name refers to from a scope, or `None` for a global.
     pub fn resolve(&self, scope: ScopeId, name: &str) -> Option<BindingId> {
+        self.resolve_in(scope, name).map(|(_, binding)| binding)
+    }
+
+    /// [`Self::resolve`], with the scope that declares the binding.
+    pub fn resolve_in(&self, scope: ScopeId, name: &str) -> Option<(ScopeId, BindingId)> {
         let list = self.declared.get(name)?;
         let mut current = Some(scope);
         while let Some(id) = current {
-            if let Some(&(_, binding)) = list.iter().find(|(s, _)| *s == id) {
-                return Some(binding);
+            if let Some(&found) = list.iter().find(|(s, _)| *s == id) {
+                return Some(found);
             }
             current = self.scopes.get(id as usize).and_then(|s| s.parent);
         }

@@ -279,8 +279,9 @@ impl<'a> Analyzer<'a> {
     /// The value of a name read in a scope: its binding's, or the global's, and the
     /// same-named property of every `with` object in between.
     pub fn name_value(&self, scope: ScopeId, name: &str) -> Vals {
-        let mut out = match self.resolve(scope, name) {
-            Some(binding) => self.binding_value(binding),
+        let found = self.resolve_in(scope, name);
+        let mut out = match found {
+            Some((_, binding)) => self.binding_value(binding),
             None if name == "arguments" && self.is_top_level_arguments(scope) => {
                 Vals::one(Val::WrapperArguments)
             }
@@ -289,12 +290,7 @@ impl<'a> Analyzer<'a> {
         if self.with_objects.is_empty() {
             return out;
         }
-        let binding_scope = self.resolve(scope, name).and_then(|binding| {
-            self.declared
-                .get(name)
-                .and_then(|list| list.iter().find(|(_, b)| *b == binding))
-                .map(|(s, _)| *s)
-        });
+        let binding_scope = found.map(|(declared_in, _)| declared_in);
         let mut current = Some(scope);
         while let Some(id) = current {
             if Some(id) == binding_scope {
