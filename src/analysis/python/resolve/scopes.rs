@@ -102,14 +102,7 @@ impl Walker<'_> {
                     }
                 }
                 if !definitely {
-                    for module in &frame.stars {
-                        if let Some(value) = self.star_value(module, name) {
-                            add(&mut out, value);
-                        }
-                    }
-                    if is_builtin(name) {
-                        add(&mut out, Value::Name(name.to_string()));
-                    }
+                    self.add_unbound_meanings(&frame.stars, name, &mut out);
                 }
                 out
             }
@@ -136,16 +129,22 @@ impl Walker<'_> {
             }
         };
         if may_be_unbound {
-            for star in &module.star_modules {
-                if let Some(value) = self.star_value(star, name) {
-                    add(&mut out, value);
-                }
-            }
-            if is_builtin(name) {
-                add(&mut out, Value::Name(name.to_string()));
-            }
+            self.add_unbound_meanings(&module.star_modules, name, &mut out);
         }
         out
+    }
+
+    /// What a name may mean where no binding of its own surely ran: what a star import
+    /// bound it to, or the builtin of that name.
+    fn add_unbound_meanings(&self, stars: &[String], name: &str, out: &mut Vec<Value>) {
+        for module in stars {
+            if let Some(value) = self.star_value(module, name) {
+                add(out, value);
+            }
+        }
+        if is_builtin(name) {
+            add(out, Value::Name(name.to_string()));
+        }
     }
 
     pub(super) fn bind(&mut self, name: &str, values: Vec<Value>) {
