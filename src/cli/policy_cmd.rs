@@ -3,7 +3,7 @@
 use super::{PolicyArg, EXIT_USAGE};
 use crate::analysis::{Language, SourceKind};
 use crate::policy::{PolicySource, PROJECT_FILE, STARTER_POLICY};
-use crate::sandbox::guard::Guard;
+use crate::sandbox::guard::{Guard, Mode};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -59,11 +59,14 @@ fn layers(arg: &PolicyArg, settings: Option<Language>) -> ExitCode {
     };
     if let Some(language) = settings {
         let main = match language {
-            Language::Python => SourceKind::Python,
-            Language::JavaScript => SourceKind::CommonJs,
+            Language::Python => format!("/sandbox/{}", SourceKind::Python.file_name()),
+            // Node's main file is named when the program arrives.
+            Language::JavaScript => String::new(),
         };
-        let main = format!("/sandbox/{}", main.file_name());
-        println!("{}", Guard::new(&policy, language).settings(&main, true));
+        println!(
+            "{}",
+            Guard::new(&policy, language).settings(&main, &Mode::default())
+        );
         return ExitCode::SUCCESS;
     }
     println!("# run-time layers of policy {}", policy.name);

@@ -24,9 +24,44 @@ pub fn run_tool_description(policy: &Policy, language: Language, env_names: &[St
          and message: rewrite the code without it and call again. Findings of rules that only \
          warn come back with a normal result.\n\n"
     );
+    text.push_str(&sessions_in_words(policy));
     text.push_str(&limits_in_words(policy, language, env_names));
     text.push_str(&rules_in_words(policy, language));
     text
+}
+
+/// The sentence a model needs to use sessions well, or to know there are none.
+fn sessions_in_words(policy: &Policy) -> String {
+    let sessions = &policy.sessions;
+    if !sessions.allowed {
+        return "Sessions are off under this policy: every call starts empty.\n\n".to_string();
+    }
+    format!(
+        "To keep state between calls (load data once, then explore it), pass the same \
+         `session` name on each call: variables, functions, imports and files stay, and each \
+         call only needs its new lines. Up to {} sessions at once; one ends after {} without a \
+         call, {} after it started, when a call times out or exits, or with end_session.\n\n",
+        sessions.max, sessions.idle_timeout, sessions.max_lifetime
+    )
+}
+
+/// The description of `end_session`.
+pub fn end_session_description(policy: &Policy) -> String {
+    format!(
+        "End a session started by passing `session` to run_python_code or \
+         run_javascript_code: its interpreter and container are removed, and the name can \
+         start a new, empty session. Sessions also end on their own after {} idle.",
+        policy.sessions.idle_timeout
+    )
+}
+
+/// Annotations of `end_session`: it removes the session's state, on the host's engine.
+pub fn end_session_annotations() -> ToolAnnotations {
+    ToolAnnotations::with_title("End a sandbox session")
+        .read_only(false)
+        .destructive(true)
+        .idempotent(true)
+        .open_world(false)
 }
 
 /// The description of `check_code`.

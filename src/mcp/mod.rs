@@ -37,6 +37,8 @@ pub struct CodeSandboxServer {
     stop: CancellationToken,
     tool_router: ToolRouter<Self>,
     instructions: Arc<str>,
+    /// This client's name for the sandbox's sessions: its sessions are its own.
+    connection: Arc<str>,
 }
 
 impl CodeSandboxServer {
@@ -57,6 +59,10 @@ impl CodeSandboxServer {
                     describe::check_tool_description(&policy),
                     describe::check_tool_annotations(),
                 ),
+                None if name == "end_session" => (
+                    describe::end_session_description(&policy),
+                    describe::end_session_annotations(),
+                ),
                 None => unreachable!("the tool `{name}` has no description"),
             };
             route.attr.input_schema =
@@ -75,6 +81,7 @@ impl CodeSandboxServer {
             stop: CancellationToken::new(),
             tool_router,
             instructions: describe::server_instructions(&policy).into(),
+            connection: next_connection_id().into(),
         }
     }
 
@@ -99,6 +106,15 @@ impl ServerHandler for CodeSandboxServer {
             .with_server_info(implementation)
             .with_instructions(self.instructions.to_string())
     }
+}
+
+/// A name for one client connection, unique within the process.
+fn next_connection_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    format!(
+        "connection-{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
 }
 
 /// How a [`serve`] ended.

@@ -7,7 +7,10 @@
 
 use super::progress::ProgressReporter;
 use super::render;
-use super::types::{CheckCodeArgs, CheckResult, RunCodeArgs, RunResult, RunStatus};
+use super::types::{
+    CheckCodeArgs, CheckResult, EndSessionArgs, EndSessionResult, RunCodeArgs, RunResult,
+    RunStatus, SessionState,
+};
 use super::CodeSandboxServer;
 use crate::analysis::Language;
 use crate::policy::{InputError, PolicyEngine, Report};
@@ -43,6 +46,28 @@ impl CodeSandboxServer {
     ) -> CallToolResult {
         let result = self.run_code(Language::JavaScript, args, context).await;
         tool_result(&result, render::run_result(&result), result.is_error())
+    }
+
+    /// End a session and remove its container.
+    #[tool(name = "end_session", output_schema = schema_for_output::<EndSessionResult>())]
+    async fn end_session(&self, Parameters(args): Parameters<EndSessionArgs>) -> CallToolResult {
+        let ended = self
+            .sandbox
+            .end_session(&self.connection, &args.session)
+            .await;
+        let text = if ended {
+            format!(
+                "The session `{}` has ended; its container is gone.",
+                args.session
+            )
+        } else {
+            format!("No session `{}` was open.", args.session)
+        };
+        let result = EndSessionResult {
+            session: args.session,
+            ended,
+        };
+        tool_result(&result, text, false)
     }
 
     /// Check code against the sandbox policy without running it.
@@ -88,10 +113,18 @@ impl CodeSandboxServer {
             Ok(timeout) => timeout,
             Err(message) => return not_run(RunStatus::InvalidInput, message),
         };
-        let report = match check(self.engine.clone(), language, args.code.clone()).await {
-            Ok(report) => report,
-            Err(error) => return not_run(RunStatus::InvalidInput, error.to_string()),
-        };
+        // A session's call is checked together with the calls it follows, so that a
+        // name one call binds is judged where the next one uses it.
+        let history = args
+            .session
+            .as_deref()
+            .and_then(|name| self.sandbox.session_history(&self.connection, name))
+            .unwrap_or_default();
+        let report =
+            match check_after(self.engine.clone(), language, history, args.code.clone()).await {
+                Ok(report) => report,
+                Err(error) => return not_run(RunStatus::InvalidInput, error.to_string()),
+            };
         if report.denied() {
             let mut result = RunResult::not_run(RunStatus::Denied, language, &policy.name);
             result.message = Some("the sandbox policy denied this code; see findings".to_string());
@@ -122,8 +155,35 @@ impl CodeSandboxServer {
             tap,
         };
         tracing::debug!(%language, timeout_ms = timeout.as_millis() as u64, "dispatching to the sandbox");
-        match self.sandbox.run(request, cancel).await {
-            Ok(outcome) => RunResult::completed(outcome, report.findings, language, &policy.name),
+        let ran = match &args.session {
+            None => self
+                .sandbox
+                .run(request, cancel)
+                .await
+                .map(|outcome| (outcome, None)),
+            Some(name) => self
+                .sandbox
+                .run_in_session(&self.connection, name, request, cancel)
+                .await
+                .map(|call| {
+                    let state = SessionState {
+                        name: name.clone(),
+                        call: call.call,
+                        ended: call.ended,
+                    };
+                    (call.outcome, Some(state))
+                }),
+        };
+        match ran {
+            Ok((outcome, session)) => {
+                let mut result =
+                    RunResult::completed(outcome, report.findings, language, &policy.name);
+                result.session = session;
+                result
+            }
+            Err(error @ SandboxError::Session(_)) => {
+                not_run(RunStatus::InvalidInput, error.to_string())
+            }
             Err(SandboxError::Cancelled) => not_run(
                 RunStatus::Cancelled,
                 "the call was cancelled and the run killed".into(),
@@ -145,7 +205,20 @@ async fn check(
     language: Language,
     code: String,
 ) -> Result<Report, InputError> {
-    match tokio::task::spawn_blocking(move || engine.check(language, &code)).await {
+    check_after(engine, language, String::new(), code).await
+}
+
+/// [`PolicyEngine::check_continuation`], off the async workers.
+async fn check_after(
+    engine: PolicyEngine,
+    language: Language,
+    before: String,
+    code: String,
+) -> Result<Report, InputError> {
+    let checked =
+        tokio::task::spawn_blocking(move || engine.check_continuation(language, &before, &code))
+            .await;
+    match checked {
         Ok(result) => result,
         Err(join_error) => std::panic::resume_unwind(join_error.into_panic()),
     }
@@ -170,6 +243,7 @@ fn engine_error_message(error: &SandboxError) -> String {
             "The server is shutting down and runs nothing more; do not retry on this connection."
         }
         SandboxError::Engine(_) | SandboxError::Cancelled => "Calling the tool again may succeed.",
+        SandboxError::Session(_) => "Nothing was run.",
     };
     format!("the sandbox could not run the code: {error}. {hint}")
 }

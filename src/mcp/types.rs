@@ -16,11 +16,44 @@ pub struct RunCodeArgs {
     /// out to get the policy's limit.
     #[serde(default, deserialize_with = "lenient_seconds")]
     pub timeout: Option<f64>,
+    /// Optional name of a session to run in (letters, digits, `-`, `_`, `.`). Calls with
+    /// the same session name share one interpreter: variables, functions, imports and
+    /// files from earlier calls are still there, as in a notebook. Leave it out for a
+    /// fresh, empty sandbox. End a session with `end_session` when done.
+    #[serde(default)]
+    pub session: Option<String>,
     /// Set by the server itself when the request carried code that is not valid UTF-8
     /// (see `sanitize`); never part of the advertised schema.
     #[serde(default, rename = "__invalid_utf8")]
     #[schemars(skip)]
     pub invalid_utf8: Option<String>,
+}
+
+/// Arguments of `end_session`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct EndSessionArgs {
+    /// The session's name, as given to the run tool.
+    pub session: String,
+}
+
+/// Result of `end_session`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct EndSessionResult {
+    pub session: String,
+    /// False when no such session was open (it may have ended on its own: idle, time
+    /// limit, or the program exited).
+    pub ended: bool,
+}
+
+/// Where a run in a session stands.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct SessionState {
+    pub name: String,
+    /// This call's number in the session, from 1.
+    pub call: u64,
+    /// Set when the session is over after this call, with why: the next call with this
+    /// name starts a new, empty session.
+    pub ended: Option<String>,
 }
 
 /// Arguments of `check_code`.
@@ -86,6 +119,9 @@ pub struct RunResult {
     pub language: Language,
     /// The name of the policy in force.
     pub policy: String,
+    /// Present when the call named a session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionState>,
 }
 
 impl RunResult {
@@ -104,6 +140,7 @@ impl RunResult {
             message: None,
             language,
             policy: policy.to_string(),
+            session: None,
         }
     }
 
@@ -134,6 +171,7 @@ impl RunResult {
             message: None,
             language,
             policy: policy.to_string(),
+            session: None,
         }
     }
 

@@ -274,6 +274,37 @@ impl PolicyEngine {
         Ok(self.check_analysis(&analysis::analyze(language, source)))
     }
 
+    /// Checks `code` as the continuation of `before` (a session's earlier calls): the two
+    /// are analysed as one program, so a name bound before is known where `code` uses
+    /// it, and the findings of `code` alone come back, at its own line numbers. Only
+    /// `code` counts against the size limit.
+    pub fn check_continuation(
+        &self,
+        language: Language,
+        before: &str,
+        code: &str,
+    ) -> Result<Report, InputError> {
+        self.check_size(code.len())?;
+        if before.is_empty() {
+            return self.check(language, code);
+        }
+        let offset = before.matches('\n').count() as u32;
+        let mut joined = String::with_capacity(before.len() + 1 + code.len());
+        joined.push_str(before);
+        if !before.ends_with('\n') {
+            joined.push('\n');
+        }
+        let offset = offset + u32::from(!before.ends_with('\n'));
+        joined.push_str(code);
+        let mut report = self.check_analysis(&analysis::analyze(language, &joined));
+        report.findings.retain(|finding| finding.line > offset);
+        for finding in &mut report.findings {
+            finding.line -= offset;
+            finding.end_line = finding.end_line.saturating_sub(offset);
+        }
+        Ok(report)
+    }
+
     fn check_size(&self, size: usize) -> Result<(), InputError> {
         let limit = self.policy.limits.code.bytes();
         if size as u64 > limit {

@@ -390,7 +390,9 @@ fn merge(
                     max_concurrent: pool_file
                         .max_concurrent
                         .ok_or_else(|| missing("pool.max_concurrent"))?,
+                    preload: Default::default(),
                 },
+                sessions: Default::default(),
                 rules: Vec::new(),
             }
         }
@@ -426,6 +428,21 @@ fn merge(
     policy.pool.max_concurrent = pool_file
         .max_concurrent
         .unwrap_or(policy.pool.max_concurrent);
+    if let Some(preload) = pool_file.preload {
+        if let Some(python) = preload.python {
+            policy.pool.preload.python = python;
+        }
+        if let Some(javascript) = preload.javascript {
+            policy.pool.preload.javascript = javascript;
+        }
+    }
+    if let Some(sessions) = file.sessions {
+        let settings = &mut policy.sessions;
+        settings.allowed = sessions.allowed.unwrap_or(settings.allowed);
+        settings.max = sessions.max.unwrap_or(settings.max);
+        settings.idle_timeout = sessions.idle_timeout.unwrap_or(settings.idle_timeout);
+        settings.max_lifetime = sessions.max_lifetime.unwrap_or(settings.max_lifetime);
+    }
 
     let rules = file.rules.unwrap_or_default();
     for (index, rule) in rules.iter().enumerate() {
@@ -442,7 +459,44 @@ fn merge(
     for (index, rule_file) in rules.into_iter().enumerate() {
         merge_rule(label, text, &mut policy.rules, rule_file, index)?;
     }
+    check_preload(label, text, &policy)?;
     Ok(policy)
+}
+
+/// A preloaded module is imported before the snippet, so before its audit hook could
+/// judge who asked: one that a deny rule names would be handed to every snippet.
+fn check_preload(label: &str, text: &str, policy: &Policy) -> Result<(), PolicyError> {
+    use crate::analysis::Language;
+    for language in Language::ALL {
+        for module in policy.pool.preload.for_language(language) {
+            let denied = policy.rules.iter().find(|rule| {
+                rule.action == crate::policy::Action::Deny
+                    && [&rule.any_language, rule.matcher(language)]
+                        .iter()
+                        .flat_map(|matcher| &matcher.modules)
+                        .any(|pattern| super::glob::Glob::new(pattern).matches_module(module))
+            });
+            if let Some(rule) = denied {
+                let line = text
+                    .lines()
+                    .enumerate()
+                    .skip_while(|(_, line)| !line.contains("preload"))
+                    .find(|(_, line)| line.contains(module.as_str()))
+                    .map(|(index, _)| index + 1);
+                return Err(error(
+                    label,
+                    line,
+                    format!(
+                        "pool.preload.{}: `{module}` is denied by the rule `{}`; a preloaded \
+                         module is handed to every snippet, so it cannot be one the policy denies",
+                        language.name(),
+                        rule.id
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A rule entry either adjusts the inherited rule with its id or adds a new one, which

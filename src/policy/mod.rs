@@ -10,6 +10,7 @@ mod units;
 pub use engine::{Finding, InputError, Layer, PolicyEngine, Report};
 pub use load::{PolicyError, PolicySource, PRESETS, PROJECT_FILE, STARTER_POLICY};
 pub use schema::{
-    Action, EngineKind, EnvPolicy, Images, Limits, Matcher, NetworkMode, Policy, PoolSettings, Rule,
+    Action, EngineKind, EnvPolicy, Images, Limits, Matcher, NetworkMode, Policy, PoolSettings,
+    Rule, SessionSettings,
 };
 pub use units::{ByteSize, HumanDuration};

@@ -27,6 +27,7 @@ pub struct PolicyFile {
     pub images: Option<ImagesFile>,
     pub env: Option<EnvFile>,
     pub pool: Option<PoolFile>,
+    pub sessions: Option<SessionsFile>,
     /// Rules are merged by `id`: an entry whose id the parent has changes only the keys
     /// it gives (say, `action: off`); an entry with a new id adds a rule.
     pub rules: Option<Vec<RuleFile>>,
@@ -73,6 +74,28 @@ pub struct PoolFile {
     pub size: Option<usize>,
     #[serde(default, deserialize_with = "checked::at_least_one")]
     pub max_concurrent: Option<usize>,
+    pub preload: Option<PreloadFile>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreloadFile {
+    #[serde(default, deserialize_with = "checked::module_names")]
+    pub python: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "checked::module_names")]
+    pub javascript: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsFile {
+    pub allowed: Option<bool>,
+    #[serde(default, deserialize_with = "checked::at_least_one")]
+    pub max: Option<usize>,
+    #[serde(default, deserialize_with = "checked::timeout")]
+    pub idle_timeout: Option<HumanDuration>,
+    #[serde(default, deserialize_with = "checked::timeout")]
+    pub max_lifetime: Option<HumanDuration>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -215,6 +238,7 @@ pub struct Policy {
     pub images: Images,
     pub env: EnvPolicy,
     pub pool: PoolSettings,
+    pub sessions: SessionSettings,
     pub rules: Vec<Rule>,
 }
 
@@ -269,6 +293,46 @@ pub struct PoolSettings {
     pub size: usize,
     /// Runs executing at once; further calls wait their turn.
     pub max_concurrent: usize,
+    /// Modules imported by every warm interpreter before its call arrives.
+    pub preload: Preload,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Preload {
+    pub python: Vec<String>,
+    pub javascript: Vec<String>,
+}
+
+impl Preload {
+    pub fn for_language(&self, language: crate::analysis::Language) -> &[String] {
+        match language {
+            crate::analysis::Language::Python => &self.python,
+            crate::analysis::Language::JavaScript => &self.javascript,
+        }
+    }
+}
+
+/// Named sessions: calls that share one container and one interpreter.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSettings {
+    pub allowed: bool,
+    /// Sessions open at once, per client.
+    pub max: usize,
+    /// A session with no call for this long ends.
+    pub idle_timeout: HumanDuration,
+    /// A session ends this long after it started, however busy.
+    pub max_lifetime: HumanDuration,
+}
+
+impl Default for SessionSettings {
+    fn default() -> SessionSettings {
+        SessionSettings {
+            allowed: true,
+            max: 4,
+            idle_timeout: HumanDuration(Duration::from_secs(600)),
+            max_lifetime: HumanDuration(Duration::from_secs(3600)),
+        }
+    }
 }
 
 /// One effective rule.
@@ -429,6 +493,23 @@ mod checked {
             } else {
                 Ok(())
             }
+        })
+    }
+
+    /// Python's dotted module names, or npm package names (`lodash`, `@scope/pkg`).
+    pub fn module_names<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+        check(d, |names: &Vec<String>| {
+            for name in names {
+                let valid = !name.is_empty()
+                    && !name.starts_with('.')
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "._-@/".contains(c));
+                if !valid {
+                    return Err(format!("`{name}` is not a module name"));
+                }
+            }
+            Ok(())
         })
     }
 

@@ -1,15 +1,19 @@
-//! Running the code in a started container: one `exec` that writes the code to a file
-//! and runs it, its two output streams captured apart, a wall-clock limit, cancellation,
-//! the exit code, and the OOM evidence.
+//! Running the code in a started container: the interpreter is already running there,
+//! waiting on its attached stdin (`Interpreter`); a run writes the program to it and
+//! collects the two output streams apart, under a wall-clock limit and cancellation,
+//! then the exit code and the OOM evidence.
 //!
-//! Why the code goes in through the exec's stdin and not as a tar upload: on Docker 20.10
-//! (API 1.41) `PUT /containers/{id}/archive` into a read-only container is refused
+//! Why the code goes in through stdin and not as a tar upload: on Docker 20.10 (API
+//! 1.41) `PUT /containers/{id}/archive` into a read-only container is refused
 //! ("container rootfs is marked read-only") when `/sandbox` is a `HostConfig.Tmpfs`
-//! mount, and when it is a `Mounts` tmpfs the upload reports success but the files
-//! land in the container's own layer under the mount, invisible to the code (checked
-//! on this daemon with `docker cp`). Piping the bytes through the exec's stdin into
-//! `head -c N` writes them into the real tmpfs, uses no host temp files, and costs no
-//! extra round trip: the same exec then runs the interpreter.
+//! mount, and when it is a `Mounts` tmpfs the upload reports success but the files land
+//! in the container's own layer under the mount, invisible to the code (checked on this
+//! daemon with `docker cp`). The bootstrap inside writes the file into the real tmpfs.
+//!
+//! The program is one header line of JSON (`file`, `len`, `env`; in a session also
+//! `call` and `end`) and then exactly `len` bytes of code. A stateless run closes stdin
+//! after it and ends when the process does; a session call ends at the line
+//! `\x1e<end> <status>` the bootstrap writes on both streams when the call is done.
 
 use super::container::{engine_error, remove, short};
 use super::output::{Capture, Stream};
@@ -23,17 +27,122 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
-/// What to run: the file the code is written to and the command line that runs it.
+/// The interpreter started in a container and waiting for its program on stdin.
+pub struct Interpreter {
+    pub container: String,
+    exec_id: String,
+    output: std::pin::Pin<
+        Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
+    >,
+    input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+}
+
+impl Interpreter {
+    pub fn exec_id(&self) -> &str {
+        &self.exec_id
+    }
+}
+
+impl std::fmt::Debug for Interpreter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interpreter")
+            .field("container", &short(&self.container))
+            .finish()
+    }
+}
+
+/// Starts `argv` (the interpreter under the guard, which reads the program from stdin)
+/// in container `id` as the sandbox user, attached, and returns it waiting.
+pub async fn start(
+    docker: &Docker,
+    id: &str,
+    argv: Vec<String>,
+    env: &[(String, String)],
+) -> Result<Interpreter, SandboxError> {
+    let mut vars: Vec<String> = vec!["HOME=/tmp".into(), "PYTHONDONTWRITEBYTECODE=1".into()];
+    vars.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+    let options = CreateExecOptions {
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(false),
+        env: Some(vars),
+        cmd: Some(argv),
+        working_dir: Some(super::container::WORKDIR.to_string()),
+        ..Default::default()
+    };
+    let exec_id = docker
+        .create_exec(id, options)
+        .await
+        .map_err(|e| engine_error("creating the interpreter's exec".into(), e))?
+        .id;
+    let start = StartExecOptions {
+        detach: false,
+        tty: false,
+        output_capacity: Some(64 * 1024),
+    };
+    match docker
+        .start_exec(&exec_id, Some(start))
+        .await
+        .map_err(|e| engine_error("starting the interpreter".into(), e))?
+    {
+        StartExecResults::Attached { output, input } => Ok(Interpreter {
+            container: id.to_string(),
+            exec_id,
+            output,
+            input,
+        }),
+        StartExecResults::Detached => Err(SandboxError::Engine(
+            "the engine started the interpreter detached".into(),
+        )),
+    }
+}
+
+/// True while `interpreter` still waits: a pooled one whose container died (the engine
+/// restarted, say) is not handed a program.
+pub async fn waiting(docker: &Docker, exec_id: &str) -> bool {
+    docker
+        .inspect_exec(exec_id)
+        .await
+        .is_ok_and(|info| info.running == Some(true))
+}
+
+/// What one run or session call sends: the header line and the code.
 #[derive(Debug, Clone)]
 pub struct Program {
-    /// File name inside `/sandbox`, e.g. `main.py`.
+    /// File name inside `/sandbox`, e.g. `main.py` (a session call has none).
     pub file: &'static str,
-    /// The whole command line (the interpreter, under the guard, with the file).
-    pub argv: Vec<String>,
     pub code: Vec<u8>,
     pub env: Vec<(String, String)>,
     /// Where output also goes as it arrives.
     pub tap: Option<super::OutputTap>,
+    /// A session call: its number, and whether its value is a promise to wait for.
+    pub call: Option<(u64, bool)>,
+}
+
+impl Program {
+    /// The bytes written to the interpreter's stdin; `end` is the session call's token.
+    fn input(&self, end: Option<&str>) -> Vec<u8> {
+        let env: serde_json::Map<String, serde_json::Value> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect();
+        let mut header = serde_json::json!({
+            "file": self.file,
+            "len": self.code.len(),
+            "env": env,
+        });
+        if let (Some((call, awaits)), Some(end)) = (self.call, end) {
+            header["call"] = call.into();
+            header["awaits"] = awaits.into();
+            header["end"] = end.into();
+        }
+        let mut bytes = header.to_string().into_bytes();
+        bytes.push(b'\n');
+        bytes.extend_from_slice(&self.code);
+        bytes
+    }
 }
 
 /// The run's output as it arrives, for an [`super::OutputTap`]: best effort (a chunk
@@ -101,6 +210,9 @@ pub struct Executed {
     pub timed_out: bool,
     pub truncated: bool,
     pub duration: Duration,
+    /// The interpreter is gone: always after a stateless run; after a session call,
+    /// only when the program exited (or was killed) instead of finishing the call.
+    pub ended: bool,
 }
 
 /// How often a running exec is asked whether its program has exited.
@@ -111,29 +223,212 @@ const EXIT_GRACE: Duration = Duration::from_millis(200);
 /// Exit code reported when the run was killed (SIGKILL), like a shell reports it.
 pub const KILLED_EXIT_CODE: i64 = 137;
 
-/// The shell line that stores exactly `len` bytes of stdin as `file`, then replaces
-/// itself with the interpreter (stdin from /dev/null, as for any non-interactive run).
-fn shell_line(program: &Program) -> String {
-    let mut line = format!("head -c {} > {} && exec", program.code.len(), program.file);
-    for word in &program.argv {
-        line.push(' ');
-        line.push_str(&shell_quote(word));
-    }
-    line.push_str(" </dev/null");
-    line
+/// Finds a session call's end line (`\x1e<token> <status>\n`) in one stream, wherever
+/// chunks split it, and passes everything before it on.
+struct EndLine {
+    pattern: Vec<u8>,
+    /// Bytes that may be the start of the end line, held until that is decided.
+    pending: Vec<u8>,
+    status: Option<i64>,
 }
 
-/// One word for `sh`, quoted unless it is plainly safe.
-fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-=,*".contains(c));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
+impl EndLine {
+    fn new(token: &str) -> EndLine {
+        EndLine {
+            pattern: format!("\u{1e}{token} ").into_bytes(),
+            pending: Vec::new(),
+            status: None,
+        }
     }
+
+    fn done(&self) -> bool {
+        self.status.is_some()
+    }
+
+    fn filter(&mut self, bytes: &[u8]) -> Vec<u8> {
+        if self.done() {
+            // Written after the call ended (a background thread): not this call's.
+            return Vec::new();
+        }
+        let mut data = std::mem::take(&mut self.pending);
+        data.extend_from_slice(bytes);
+        if let Some(at) = data
+            .windows(self.pattern.len())
+            .position(|window| window == self.pattern)
+        {
+            let rest = &data[at + self.pattern.len()..];
+            if let Some(newline) = rest.iter().position(|&b| b == b'\n') {
+                let status = String::from_utf8_lossy(&rest[..newline]);
+                self.status = Some(status.trim().parse().unwrap_or(1));
+            } else {
+                self.pending = data[at..].to_vec();
+            }
+            data.truncate(at);
+            return data;
+        }
+        let keep = (1..=self.pattern.len().min(data.len()))
+            .rev()
+            .find(|&n| data.ends_with(&self.pattern[..n]))
+            .unwrap_or(0);
+        self.pending = data.split_off(data.len() - keep);
+        data
+    }
+}
+
+/// Sends `program` to the waiting `interpreter` and collects its output. Stateless
+/// (`end` is `None`): stdin is closed after the program and the run ends with the
+/// process. A session call (`end` is its token): the run ends at the end lines, and
+/// `Executed::ended` says whether the interpreter exited instead. On timeout or
+/// cancellation the container is removed (that kills every process in it); on
+/// cancellation `Err(Cancelled)` returns once it is gone.
+pub async fn execute(
+    docker: &Docker,
+    interpreter: &mut Interpreter,
+    program: &Program,
+    end: Option<&str>,
+    timeout: Duration,
+    output_limit: ByteSize,
+    cancel: &CancellationToken,
+) -> Result<Executed, SandboxError> {
+    let started = Instant::now();
+    let id = interpreter.container.clone();
+    let exec_id = interpreter.exec_id.clone();
+    let mut tap = program.tap.as_ref().map(|sender| Tap {
+        sender,
+        stderr: GuardLines::default(),
+    });
+    let mut ends = end.map(|token| [EndLine::new(token), EndLine::new(token)]);
+    let bytes = program.input(end);
+    let session = end.is_some();
+    let input = &mut interpreter.input;
+    let write = async move {
+        input.write_all(&bytes).await?;
+        if session {
+            input.flush().await
+        } else {
+            input.shutdown().await
+        }
+    };
+    tokio::pin!(write);
+    let mut written = false;
+
+    let mut capture = Capture::new(output_limit);
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let mut timed_out = false;
+    let mut stream_error = None;
+    // The output ends when every holder of the pipes has exited, which a background
+    // child can delay past the program's own exit. The exec is polled now and then so
+    // that the run ends (shortly after the program does, with its exit code) instead of
+    // at the wall-clock limit; the container's removal then ends the children too.
+    let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + EXIT_POLL, EXIT_POLL);
+    let mut exited: Option<i64> = None;
+    let grace = tokio::time::sleep(Duration::MAX / 4);
+    tokio::pin!(grace);
+    loop {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                remove(docker, &id).await;
+                return Err(SandboxError::Cancelled);
+            }
+            _ = &mut deadline => {
+                timed_out = true;
+                break;
+            }
+            result = &mut write, if !written => {
+                written = true;
+                if let Err(error) = result {
+                    // The interpreter is gone (it died while waiting, or exited): what
+                    // it said, and its exit code, come through the output as usual.
+                    tracing::debug!(container = short(&id), %error, "writing the program");
+                }
+            }
+            _ = &mut grace, if exited.is_some() => {
+                tracing::debug!(container = short(&id), "the program exited; its children still hold the output");
+                break;
+            }
+            _ = poll.tick(), if exited.is_none() => {
+                if let Ok(info) = docker.inspect_exec(&exec_id).await {
+                    if info.running == Some(false) {
+                        exited = info.exit_code;
+                        grace.as_mut().reset(tokio::time::Instant::now() + EXIT_GRACE);
+                    }
+                }
+            }
+            item = interpreter.output.next() => {
+                let (stream, message) = match item {
+                    Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => (Stream::Stdout, message),
+                    Some(Ok(LogOutput::StdErr { message })) => (Stream::Stderr, message),
+                    Some(Ok(LogOutput::StdIn { .. })) => continue,
+                    Some(Err(error)) => {
+                        stream_error = Some(error);
+                        break;
+                    }
+                    None => break,
+                };
+                let message = match &mut ends {
+                    Some(ends) => ends[stream as usize].filter(&message),
+                    None => message.to_vec(),
+                };
+                if let Some(tap) = &mut tap {
+                    tap.send(stream, &message);
+                }
+                capture.push(stream, &message);
+                if ends.as_ref().is_some_and(|ends| ends.iter().all(EndLine::done)) {
+                    break;
+                }
+            }
+        }
+    }
+    let duration = started.elapsed();
+
+    if timed_out {
+        tracing::debug!(
+            container = short(&id),
+            ?timeout,
+            "wall-clock limit reached: killing"
+        );
+        remove(docker, &id).await;
+        let (stdout, stderr, truncated) = capture.finish();
+        return Ok(Executed {
+            exit_code: KILLED_EXIT_CODE,
+            stdout,
+            stderr,
+            timed_out: true,
+            truncated,
+            duration,
+            ended: true,
+        });
+    }
+
+    let call_status = ends.as_ref().and_then(|ends| ends[0].status);
+    let known = match (call_status, exited) {
+        (Some(status), _) => Some(status),
+        (None, Some(code)) => Some(code),
+        (None, None) => exit_code(docker, &exec_id).await,
+    };
+    let exit_code = match known {
+        Some(code) => code,
+        None => {
+            let reason = stream_error
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| "the exit code never came".into());
+            return Err(SandboxError::Engine(format!(
+                "reading the run's output: {reason}"
+            )));
+        }
+    };
+    let (stdout, stderr, truncated) = capture.finish();
+    Ok(Executed {
+        exit_code,
+        stdout,
+        stderr,
+        timed_out: false,
+        truncated,
+        duration,
+        ended: call_status.is_none(),
+    })
 }
 
 /// Runs `script` with `sh -c` as root in container `id`, feeding it `input`, and
@@ -191,184 +486,6 @@ pub async fn run_as_root(
             String::from_utf8_lossy(&stderr).trim()
         ))),
     }
-}
-
-/// Creates the exec that will store and run `program` in container `id`. Kept apart
-/// from [`execute`] so a pooled container that died while waiting shows up here, before
-/// anything ran, and can be replaced.
-pub async fn create(
-    docker: &Docker,
-    id: &str,
-    program: &Program,
-) -> Result<String, bollard::errors::Error> {
-    let mut env: Vec<String> = vec!["HOME=/tmp".into(), "PYTHONDONTWRITEBYTECODE=1".into()];
-    env.extend(program.env.iter().map(|(k, v)| format!("{k}={v}")));
-    let options = CreateExecOptions {
-        attach_stdin: Some(true),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
-        tty: Some(false),
-        env: Some(env),
-        cmd: Some(vec![
-            "sh".to_string(),
-            "-c".to_string(),
-            shell_line(program),
-        ]),
-        working_dir: Some(super::container::WORKDIR.to_string()),
-        ..Default::default()
-    };
-    Ok(docker.create_exec(id, options).await?.id)
-}
-
-/// Starts exec `exec_id` (from [`create`]) in container `id`, feeds it the code and
-/// collects its output. On timeout or cancellation the container is removed (that kills
-/// every process in it); on cancellation `Err(Cancelled)` returns once it is gone.
-pub async fn execute(
-    docker: &Docker,
-    id: &str,
-    exec_id: &str,
-    program: &Program,
-    timeout: Duration,
-    output_limit: ByteSize,
-    cancel: &CancellationToken,
-) -> Result<Executed, SandboxError> {
-    let started = Instant::now();
-    let mut tap = program.tap.as_ref().map(|sender| Tap {
-        sender,
-        stderr: GuardLines::default(),
-    });
-    let mut tap_chunk = |stream: Stream, message: &[u8]| {
-        if let Some(tap) = &mut tap {
-            tap.send(stream, message);
-        }
-    };
-    let start = StartExecOptions {
-        detach: false,
-        tty: false,
-        output_capacity: Some(64 * 1024),
-    };
-    let (mut output, mut input) = match docker
-        .start_exec(exec_id, Some(start))
-        .await
-        .map_err(|e| engine_error("starting the exec".into(), e))?
-    {
-        StartExecResults::Attached { output, input } => (output, input),
-        StartExecResults::Detached => {
-            return Err(SandboxError::Engine(
-                "the engine started the exec detached".into(),
-            ))
-        }
-    };
-
-    // Feed the code concurrently with reading the output, so neither side can stall
-    // the other on a full pipe.
-    let code = program.code.clone();
-    let writer = tokio::spawn(async move {
-        let written = input.write_all(&code).await;
-        let _ = input.shutdown().await;
-        written
-    });
-
-    let mut capture = Capture::new(output_limit);
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline);
-    let mut timed_out = false;
-    let mut stream_error = None;
-    // The output ends when every holder of the pipes has exited, which a background
-    // child can delay past the program's own exit. The exec is polled now and then so
-    // that the run ends (shortly after the program does, with its exit code) instead of
-    // at the wall-clock limit; the container's removal then ends the children too.
-    let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + EXIT_POLL, EXIT_POLL);
-    let mut exited: Option<i64> = None;
-    let grace = tokio::time::sleep(Duration::MAX / 4);
-    tokio::pin!(grace);
-    loop {
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => {
-                writer.abort();
-                remove(docker, id).await;
-                return Err(SandboxError::Cancelled);
-            }
-            _ = &mut deadline => {
-                timed_out = true;
-                break;
-            }
-            _ = &mut grace, if exited.is_some() => {
-                tracing::debug!(container = short(id), "the program exited; its children still hold the output");
-                break;
-            }
-            _ = poll.tick(), if exited.is_none() => {
-                if let Ok(info) = docker.inspect_exec(exec_id).await {
-                    if info.running == Some(false) {
-                        exited = info.exit_code;
-                        grace.as_mut().reset(tokio::time::Instant::now() + EXIT_GRACE);
-                    }
-                }
-            }
-            item = output.next() => match item {
-                Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
-                    tap_chunk(Stream::Stdout, &message);
-                    capture.push(Stream::Stdout, &message)
-                }
-                Some(Ok(LogOutput::StdErr { message })) => {
-                    tap_chunk(Stream::Stderr, &message);
-                    capture.push(Stream::Stderr, &message)
-                }
-                Some(Ok(LogOutput::StdIn { .. })) => {}
-                Some(Err(error)) => {
-                    stream_error = Some(error);
-                    break;
-                }
-                None => break,
-            },
-        }
-    }
-    let duration = started.elapsed();
-    writer.abort();
-
-    if timed_out {
-        tracing::debug!(
-            container = short(id),
-            ?timeout,
-            "wall-clock limit reached: killing"
-        );
-        remove(docker, id).await;
-        let (stdout, stderr, truncated) = capture.finish();
-        return Ok(Executed {
-            exit_code: KILLED_EXIT_CODE,
-            stdout,
-            stderr,
-            timed_out: true,
-            truncated,
-            duration,
-        });
-    }
-
-    let known = match exited {
-        Some(code) => Some(code),
-        None => exit_code(docker, exec_id).await,
-    };
-    let exit_code = match known {
-        Some(code) => code,
-        None => {
-            let reason = stream_error
-                .map(|e| e.to_string())
-                .unwrap_or_else(|| "the exit code never came".into());
-            return Err(SandboxError::Engine(format!(
-                "reading the run's output: {reason}"
-            )));
-        }
-    };
-    let (stdout, stderr, truncated) = capture.finish();
-    Ok(Executed {
-        exit_code,
-        stdout,
-        stderr,
-        timed_out: false,
-        truncated,
-        duration,
-    })
 }
 
 /// The exec's exit code. The output stream can close a moment before the engine records
@@ -440,23 +557,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_shell_line_stores_exactly_the_code_then_runs_it() {
+    fn the_program_is_a_header_line_then_exactly_the_code() {
         let program = Program {
             file: "main.py",
-            argv: vec![
-                "/usr/bin/python3".into(),
-                "-u".into(),
-                "{\"a\": \"it's\"}".into(),
-                "/sandbox/main.py".into(),
-            ],
-            code: b"print(1)\n".to_vec(),
+            code: "print('é')\n".as_bytes().to_vec(),
+            env: vec![("A".into(), "it's \"x\"".into())],
             tap: None,
-            env: Vec::new(),
+            call: None,
         };
+        let input = program.input(None);
+        let newline = input.iter().position(|&b| b == b'\n').unwrap();
+        let header: serde_json::Value = serde_json::from_slice(&input[..newline]).unwrap();
+        assert_eq!(header["file"], "main.py");
+        assert_eq!(header["len"], 12);
+        assert_eq!(header["env"]["A"], "it's \"x\"");
+        assert_eq!(&input[newline + 1..], program.code.as_slice());
+        assert!(header.get("end").is_none());
+        let call = Program {
+            call: Some((3, true)),
+            ..program
+        };
+        let input = call.input(Some("tok"));
+        let newline = input.iter().position(|&b| b == b'\n').unwrap();
+        let header: serde_json::Value = serde_json::from_slice(&input[..newline]).unwrap();
         assert_eq!(
-            shell_line(&program),
-            "head -c 9 > main.py && exec /usr/bin/python3 -u '{\"a\": \"it'\\''s\"}' /sandbox/main.py </dev/null"
+            (header["call"].as_u64(), header["end"].as_str()),
+            (Some(3), Some("tok"))
         );
+        assert_eq!(header["awaits"], true);
+    }
+
+    #[test]
+    fn a_call_ends_at_its_end_line_wherever_chunks_split_it() {
+        let text = "out 1\nout \u{1e}2\n\u{1e}tok 7\nlater\n";
+        for size in [1, 2, 3, 7, 64] {
+            let mut end = EndLine::new("tok");
+            let mut out = Vec::new();
+            for chunk in text.as_bytes().chunks(size) {
+                out.extend(end.filter(chunk));
+            }
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                "out 1\nout \u{1e}2\n",
+                "chunks of {size}"
+            );
+            assert_eq!(end.status, Some(7));
+        }
+        let mut other = EndLine::new("tok");
+        assert_eq!(
+            other.filter("\u{1e}tok2 0\n".as_bytes()),
+            "\u{1e}tok2 0\n".as_bytes()
+        );
+        assert!(!other.done());
     }
 
     #[test]

@@ -25,10 +25,12 @@ mod instance;
 mod output;
 mod pool;
 mod runtime;
+mod session;
 
 pub use container::LABEL;
 pub use env::pass_through;
 pub use output::Stream;
+pub use session::SessionError;
 
 use crate::analysis::{Language, SourceKind};
 use crate::policy::Policy;
@@ -116,6 +118,18 @@ pub enum SandboxError {
     /// The server is stopping: no run starts any more, and calling again will not help.
     #[error("the sandbox is shutting down")]
     ShuttingDown,
+    /// The session cannot take this call (nothing ran).
+    #[error("{0}")]
+    Session(#[from] SessionError),
+}
+
+/// One call of a session: what it did, its number in the session, and, when the
+/// session is over because of it, why.
+#[derive(Debug, Clone)]
+pub struct SessionCall {
+    pub outcome: RunOutcome,
+    pub call: u64,
+    pub ended: Option<String>,
 }
 
 /// The runtime for one policy: a connection to the engine and a warm pool per image.
@@ -164,6 +178,31 @@ impl Sandbox {
         cancel: CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
         self.runtime.run(request, cancel).await
+    }
+
+    /// Runs one call in the session `name` of the client `owner`, opening the session
+    /// (and starting its interpreter) on its first call. Calls of one session run one
+    /// at a time, in order.
+    pub async fn run_in_session(
+        &self,
+        owner: &str,
+        name: &str,
+        request: RunRequest,
+        cancel: CancellationToken,
+    ) -> Result<SessionCall, SandboxError> {
+        self.runtime
+            .run_in_session(owner, name, request, cancel)
+            .await
+    }
+
+    /// The code of the calls the session has run, in order (`None`: no such session).
+    pub fn session_history(&self, owner: &str, name: &str) -> Option<String> {
+        self.runtime.session_history(owner, name)
+    }
+
+    /// Ends the session and removes its container; false when there was none.
+    pub async fn end_session(&self, owner: &str, name: &str) -> bool {
+        self.runtime.end_session(owner, name).await
     }
 
     /// Removes every container this instance created (warm, running or being created)

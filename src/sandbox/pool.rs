@@ -1,5 +1,5 @@
-//! The warm pool: started containers waiting, per image, so a run pays only for the
-//! exec. A container is handed out once and never returns (each run gets a fresh one,
+//! The warm pool: started containers, each with its interpreter waiting for a program,
+//! per image and language, so a run pays only for sending the code. A container is handed out once and never returns (each run gets a fresh one,
 //! so nothing a run leaves behind reaches the next); the pool refills in the background.
 //!
 //! The pool follows demand: a run that finds no container ready raises the image's
@@ -19,8 +19,8 @@ pub const DEMAND_WINDOW: Duration = Duration::from_secs(120);
 
 /// Ready containers and containers being made, per image.
 #[derive(Debug)]
-pub struct Pool {
-    images: Mutex<HashMap<String, ImageSlots>>,
+pub struct Pool<T> {
+    images: Mutex<HashMap<String, ImageSlots<T>>>,
     /// Woken whenever a creation finishes (with a container or not).
     finished: Notify,
     /// Containers kept ready per image when nothing asks for more (`pool.size`).
@@ -30,9 +30,9 @@ pub struct Pool {
     window: Duration,
 }
 
-#[derive(Debug, Default)]
-struct ImageSlots {
-    ready: VecDeque<String>,
+#[derive(Debug)]
+struct ImageSlots<T> {
+    ready: VecDeque<T>,
     /// Creations under way for this image; counted so a refill never overshoots.
     filling: usize,
     /// Runs waiting for one of those creations instead of starting their own.
@@ -43,23 +43,35 @@ struct ImageSlots {
     missed: Option<Instant>,
 }
 
+impl<T> Default for ImageSlots<T> {
+    fn default() -> Self {
+        ImageSlots {
+            ready: VecDeque::new(),
+            filling: 0,
+            waiting: 0,
+            target: 0,
+            missed: None,
+        }
+    }
+}
+
 /// What a run should do to get a container.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Claim {
+pub enum Claim<T> {
     /// A ready container, now the run's.
-    Ready(String),
+    Ready(T),
     /// None ready, none coming for this run: create one.
     Create,
 }
 
-impl Pool {
+impl<T> Pool<T> {
     /// A pool keeping `size` containers ready per image, growing with demand up to
     /// `most`, and shrinking back after [`DEMAND_WINDOW`] without a miss.
-    pub fn new(size: usize, most: usize) -> Pool {
+    pub fn new(size: usize, most: usize) -> Pool<T> {
         Pool::with_window(size, most, DEMAND_WINDOW)
     }
 
-    fn with_window(size: usize, most: usize, window: Duration) -> Pool {
+    fn with_window(size: usize, most: usize, window: Duration) -> Pool<T> {
         Pool {
             images: Mutex::new(HashMap::new()),
             finished: Notify::new(),
@@ -71,7 +83,7 @@ impl Pool {
 
     /// Takes a ready container of `image`, oldest first.
     #[cfg(test)]
-    pub fn take(&self, image: &str) -> Option<String> {
+    pub fn take(&self, image: &str) -> Option<T> {
         self.lock().get_mut(image)?.ready.pop_front()
     }
 
@@ -79,7 +91,7 @@ impl Pool {
     /// no other run is already waiting for, waits for it: it started earlier than a new
     /// creation would, so it is ready sooner, and calls that come faster than the pool
     /// refills do not pile extra containers onto the engine.
-    pub async fn claim(&self, image: &str) -> Claim {
+    pub async fn claim(&self, image: &str) -> Claim<T> {
         loop {
             let notified = self.finished.notified();
             tokio::pin!(notified);
@@ -121,7 +133,7 @@ impl Pool {
     }
 
     /// One reserved creation is over; `Some(id)` joins the ready queue.
-    pub fn finished(&self, image: &str, created: Option<String>) {
+    pub fn finished(&self, image: &str, created: Option<T>) {
         let mut images = self.lock();
         let slots = images.entry(image.to_string()).or_default();
         slots.filling = slots.filling.saturating_sub(1);
@@ -133,7 +145,7 @@ impl Pool {
     }
 
     /// Empties the pool, returning every ready container (for removal).
-    pub fn drain(&self) -> Vec<String> {
+    pub fn drain(&self) -> Vec<T> {
         self.lock()
             .values_mut()
             .flat_map(|slots| slots.ready.drain(..))
@@ -152,7 +164,7 @@ impl Pool {
         self.lock().get(image).map_or(0, |slots| slots.ready.len())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ImageSlots>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ImageSlots<T>>> {
         // A panic while holding the lock leaves the map consistent (every mutation is a
         // single step), so a poisoned lock is still usable.
         self.images.lock().unwrap_or_else(|e| e.into_inner())
@@ -160,12 +172,12 @@ impl Pool {
 }
 
 /// Removes one waiting run from the count when it stops waiting.
-struct WaitGuard<'a> {
-    pool: &'a Pool,
+struct WaitGuard<'a, T> {
+    pool: &'a Pool<T>,
     image: &'a str,
 }
 
-impl Drop for WaitGuard<'_> {
+impl<T> Drop for WaitGuard<'_, T> {
     fn drop(&mut self) {
         if let Some(slots) = self.pool.lock().get_mut(self.image) {
             slots.waiting = slots.waiting.saturating_sub(1);
@@ -181,7 +193,7 @@ mod tests {
 
     #[test]
     fn refills_never_overshoot_and_containers_are_handed_out_once() {
-        let pool = Pool::new(2, 4);
+        let pool = Pool::<String>::new(2, 4);
         assert_eq!(pool.reserve("img"), 2);
         // A second refill while the first is under way asks for nothing more.
         assert_eq!(pool.reserve("img"), 0);
@@ -199,7 +211,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_target_follows_demand_up_to_the_limit_and_falls_back_when_quiet() {
-        let pool = Pool::new(1, 3);
+        let pool = Pool::<String>::new(1, 3);
         assert_eq!(pool.reserve("img"), 1);
         pool.finished("img", Some("a".into()));
         // A burst of three: one finds a container, two find none (two misses).
@@ -212,11 +224,11 @@ mod tests {
         assert_eq!(pool.target("img"), 3, "never past max_concurrent");
         assert_eq!(pool.reserve("img"), 3, "refilled for the next burst");
 
-        let none = Pool::new(0, 3);
+        let none = Pool::<String>::new(0, 3);
         assert_eq!(none.claim("img").await, Claim::Create);
         assert_eq!(none.reserve("img"), 0, "a pool of size 0 never grows");
 
-        let quiet = Pool::with_window(1, 3, Duration::ZERO);
+        let quiet = Pool::<String>::with_window(1, 3, Duration::ZERO);
         assert_eq!(quiet.claim("img").await, Claim::Create);
         assert_eq!(quiet.target("img"), 2);
         assert_eq!(
@@ -229,7 +241,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_run_waits_for_a_refill_under_way_rather_than_creating_its_own() {
-        let pool = Arc::new(Pool::new(1, 1));
+        let pool = Arc::new(Pool::<String>::new(1, 1));
         assert_eq!(pool.claim("img").await, Claim::Create, "nothing under way");
         assert_eq!(pool.reserve("img"), 1);
         let waiter = tokio::spawn({

@@ -5,11 +5,12 @@
 
 use super::container::{self, short, LABEL};
 use super::engine;
-use super::exec::{self, Program};
-use super::guard::{self, Guard, Interpreters};
+use super::exec::{self, Interpreter, Program};
+use super::guard::{self, Guard, Interpreters, Mode};
 use super::instance::Instance;
 use super::pool::{Claim, Pool};
-use super::{RunOutcome, RunRequest, SandboxError};
+use super::session::{Session, Sessions};
+use super::{RunOutcome, RunRequest, SandboxError, SessionCall};
 use crate::analysis::Language;
 use crate::policy::Policy;
 use bollard::query_parameters::{CreateImageOptionsBuilder, ListContainersOptionsBuilder};
@@ -42,7 +43,7 @@ pub struct Runtime {
     swept: AtomicBool,
     /// Per image: checked (and pulled if missing) once. A failed check is retried.
     images: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
-    pool: Pool,
+    pool: Pool<Interpreter>,
     permits: Arc<Semaphore>,
     closing: CancellationToken,
     /// Every container created and not yet removed: ready, running or being removed.
@@ -51,6 +52,9 @@ pub struct Runtime {
     guards: Vec<(Language, Guard)>,
     /// Per image: the interpreters its containers' setup found.
     interpreters: Mutex<HashMap<String, Interpreters>>,
+    sessions: Sessions,
+    /// The task that ends idle and expired sessions runs once the first one opens.
+    reaping: AtomicBool,
     /// Creations sent to the engine and not yet recorded in `live`.
     creating: AtomicUsize,
     created: Notify,
@@ -76,6 +80,8 @@ impl Runtime {
             permits: Arc::new(Semaphore::new(permits)),
             closing: CancellationToken::new(),
             live: Mutex::new(HashSet::new()),
+            sessions: Sessions::default(),
+            reaping: AtomicBool::new(false),
             creating: AtomicUsize::new(0),
             created: Notify::new(),
         }
@@ -114,18 +120,14 @@ impl Runtime {
                 return;
             }
         };
-        let mut images = vec![
-            self.policy.images.python.clone(),
-            self.policy.images.javascript.clone(),
-        ];
-        images.dedup();
         let mut fills = Vec::new();
-        for image in images {
+        for language in Language::ALL {
+            let image = self.policy.images.for_language(language).to_string();
             if let Err(error) = self.ensure_image(&docker, &image).await {
                 tracing::warn!(%error, "warm-up: image unavailable");
                 continue;
             }
-            fills.extend(self.refill(&docker, &image));
+            fills.extend(self.refill(&docker, language));
         }
         futures_util::future::join_all(fills).await;
         tracing::debug!(instance = %self.instance.id, "warm pool ready");
@@ -164,9 +166,11 @@ impl Runtime {
         let limit = self.policy.limits.timeout();
         let timeout = request.timeout.map_or(limit, |wanted| wanted.min(limit));
 
-        let (id, exec_id, program) = self
-            .container_for(&docker, &image, &request, &cancel, &permit)
+        let language = request.language();
+        let mut interpreter = self
+            .interpreter_for(&docker, language, &cancel, &permit)
             .await?;
+        let id = interpreter.container.clone();
         // Removes the container when this run ends, however it ends: returned, or
         // dropped by a caller that stopped waiting. The removal runs in the background,
         // after the answer is returned; timeouts and cancellations removed the container
@@ -176,95 +180,269 @@ impl Runtime {
             docker: docker.clone(),
             id: id.clone(),
         };
+        let program = Program {
+            file: request.kind.file_name(),
+            code: request.code.as_bytes().to_vec(),
+            env: request.env.clone(),
+            tap: request.tap.clone(),
+            call: None,
+        };
         let result = exec::execute(
             &docker,
-            &id,
-            &exec_id,
+            &mut interpreter,
             &program,
+            None,
             timeout,
             self.policy.limits.output,
             &cancel,
         )
         .await;
-        let outcome = match result {
-            Ok(mut executed) => {
-                let oom_killed = !executed.timed_out
-                    && executed.exit_code == exec::KILLED_EXIT_CODE
-                    && exec::oom_killed(&docker, &id).await;
-                let blocked = guard::take_blocks(&mut executed.stderr, &self.policy);
-                Ok(RunOutcome {
-                    exit_code: executed.exit_code,
-                    stdout: executed.stdout,
-                    stderr: executed.stderr,
-                    blocked,
-                    timed_out: executed.timed_out,
-                    oom_killed,
-                    truncated: executed.truncated,
-                    duration_ms: executed.duration.as_millis() as u64,
-                })
-            }
-            Err(error) => Err(error),
-        };
+        let outcome = self.outcome(&docker, &id, result).await;
         // Refill once this run is done, so the new container's start does not compete
         // with this run for the CPU.
-        self.refill(&docker, &image);
+        self.refill(&docker, language);
         outcome
     }
 
-    /// A started container with the run's exec created in it: a warm one when the pool
-    /// has one, else a new one. A pooled container that died while waiting (the engine
-    /// restarted, say) is replaced once by a new one.
-    async fn container_for(
+    pub async fn run_in_session(
         self: &Arc<Self>,
-        docker: &Docker,
-        image: &str,
-        request: &RunRequest,
-        cancel: &CancellationToken,
-        permit: &Permit,
-    ) -> Result<(String, String, Program), SandboxError> {
-        let claim = tokio::select! {
+        owner: &str,
+        name: &str,
+        request: RunRequest,
+        cancel: CancellationToken,
+    ) -> Result<SessionCall, SandboxError> {
+        if self.closing.is_cancelled() {
+            return Err(SandboxError::ShuttingDown);
+        }
+        let language = request.language();
+        let permit = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
-            claim = self.pool.claim(image) => claim,
+            permit = self.permits.clone().acquire_owned() => Arc::new(permit
+                .map_err(|_| SandboxError::ShuttingDown)?),
         };
-        if let Claim::Ready(id) = claim {
-            let program = self.program_for(request, image)?;
-            match exec::create(docker, &id, &program).await {
-                Ok(exec_id) => return Ok((id, exec_id, program)),
+        let docker = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+            docker = self.docker() => docker?,
+        };
+        let image = self.policy.images.for_language(language).to_string();
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+            ready = self.ensure_image(&docker, &image) => ready?,
+        };
+        let limit = self.policy.limits.timeout();
+        let timeout = request.timeout.map_or(limit, |wanted| wanted.min(limit));
+        // A session that ends while this call waits for it (idle, or asked to) is
+        // replaced by a new one of the same name.
+        let (session, mut slot) = loop {
+            let session =
+                self.sessions
+                    .get_or_open(&self.policy.sessions, owner, name, language)?;
+            self.start_reaper(&docker);
+            let slot = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+                slot = session.interpreter.clone().lock_owned() => slot,
+            };
+            if !session.has_ended() {
+                break (session, slot);
+            }
+        };
+        if slot.is_none() {
+            let mode = Mode {
+                session: true,
+                preload: Vec::new(),
+            };
+            match self
+                .start_cancellable(&docker, language, mode, &cancel, &permit)
+                .await
+            {
+                Ok(interpreter) => {
+                    session.set_container(Some(interpreter.container.clone()));
+                    *slot = Some(interpreter);
+                }
                 Err(error) => {
-                    tracing::warn!(container = short(&id), %error, "a warm container is unusable; using a new one");
-                    self.discard_in_background(docker, id);
+                    self.sessions.close(owner, name, &session);
+                    return Err(error);
                 }
             }
         }
-        let id = match self.create_cancellable(docker, image, cancel, permit).await {
-            Ok(id) => id,
-            Err(error @ SandboxError::ImageUnavailable(_)) => {
-                self.forget_image(image);
-                return Err(error);
-            }
-            Err(error) => return Err(error),
+        let call = session.record_call(&request.code);
+        let program = Program {
+            file: "",
+            code: request.code.as_bytes().to_vec(),
+            env: request.env.clone(),
+            tap: request.tap.clone(),
+            call: Some((call, false)),
         };
-        let program = match self.program_for(request, image) {
-            Ok(program) => program,
-            Err(error) => {
-                self.discard_in_background(docker, id);
-                return Err(error);
+        let token = format!("{}-{call}-{}", self.instance.id, end_token_salt());
+        let interpreter = slot.as_mut().expect("the session's interpreter");
+        let id = interpreter.container.clone();
+        let result = exec::execute(
+            &docker,
+            interpreter,
+            &program,
+            Some(&token),
+            timeout,
+            self.policy.limits.output,
+            &cancel,
+        )
+        .await;
+        session.touch();
+        let ended = result.as_ref().map_or(true, |executed| executed.ended);
+        if ended {
+            *slot = None;
+            self.end(&docker, owner, name, &session).await;
+        }
+        drop(slot);
+        let outcome = self.outcome(&docker, &id, result).await?;
+        let ended = ended.then(|| {
+            if outcome.timed_out {
+                "the call reached its time limit, so the session was ended".to_string()
+            } else if outcome.oom_killed {
+                "the program ran out of memory, so the session was ended".to_string()
+            } else {
+                format!(
+                    "the program exited (exit code {}), which ends the session",
+                    outcome.exit_code
+                )
             }
+        });
+        Ok(SessionCall {
+            outcome,
+            call,
+            ended,
+        })
+    }
+
+    pub fn session_history(&self, owner: &str, name: &str) -> Option<String> {
+        self.sessions
+            .get(owner, name)
+            .map(|session| session.history())
+    }
+
+    pub async fn end_session(self: &Arc<Self>, owner: &str, name: &str) -> bool {
+        let Some(session) = self.sessions.get(owner, name) else {
+            return false;
         };
-        match exec::create(docker, &id, &program).await {
-            Ok(exec_id) => Ok((id, exec_id, program)),
-            Err(error) => {
-                self.discard_in_background(docker, id);
-                Err(container::engine_error("creating the exec".into(), error))
-            }
+        match self.docker().await {
+            Ok(docker) => self.end(&docker, owner, name, &session).await,
+            Err(_) => self.sessions.close(owner, name, &session),
+        }
+        true
+    }
+
+    /// Takes the session out of the table and removes its container (a call running in
+    /// it ends as its interpreter goes).
+    async fn end(&self, docker: &Docker, owner: &str, name: &str, session: &Arc<Session>) {
+        self.sessions.close(owner, name, session);
+        if let Some(id) = session.container() {
+            session.set_container(None);
+            self.discard(docker, &id).await;
         }
     }
 
-    /// The command line for `request` in a container of `image`: the interpreter the
-    /// image's probe found, under the guard the policy compiles to for the language.
-    fn program_for(&self, request: &RunRequest, image: &str) -> Result<Program, SandboxError> {
-        let language = request.language();
+    /// Starts, once, the task that ends sessions idle or alive for too long.
+    fn start_reaper(self: &Arc<Self>, docker: &Docker) {
+        if self.reaping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let runtime = Arc::downgrade(self);
+        let docker = docker.clone();
+        let settings = &self.policy.sessions;
+        let tick = (settings.idle_timeout.0.min(settings.max_lifetime.0) / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(5));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(tick).await;
+                let Some(runtime) = runtime.upgrade() else {
+                    return;
+                };
+                if runtime.closing.is_cancelled() {
+                    return;
+                }
+                for (name, session) in runtime.sessions.expired(&runtime.policy.sessions) {
+                    tracing::debug!(session = %name, "session idle or too old: ending it");
+                    if let Some(id) = session.container() {
+                        session.set_container(None);
+                        runtime.discard(&docker, &id).await;
+                    }
+                }
+            }
+        });
+    }
+
+    /// What an exec's result means to the caller: the guard's block lines become
+    /// findings, and a kill is told apart as the OOM killer's.
+    pub async fn outcome(
+        &self,
+        docker: &Docker,
+        id: &str,
+        result: Result<exec::Executed, SandboxError>,
+    ) -> Result<RunOutcome, SandboxError> {
+        let mut executed = result?;
+        let oom_killed = !executed.timed_out
+            && executed.exit_code == exec::KILLED_EXIT_CODE
+            && exec::oom_killed(docker, id).await;
+        let blocked = guard::take_blocks(&mut executed.stderr, &self.policy);
+        Ok(RunOutcome {
+            exit_code: executed.exit_code,
+            stdout: executed.stdout,
+            stderr: executed.stderr,
+            blocked,
+            timed_out: executed.timed_out,
+            oom_killed,
+            truncated: executed.truncated,
+            duration_ms: executed.duration.as_millis() as u64,
+        })
+    }
+
+    /// A started container with `language`'s interpreter waiting in it: a warm one when
+    /// the pool has one, else a new one. A pooled one that died while waiting (the
+    /// engine restarted, say) is replaced by a new one.
+    async fn interpreter_for(
+        self: &Arc<Self>,
+        docker: &Docker,
+        language: Language,
+        cancel: &CancellationToken,
+        permit: &Permit,
+    ) -> Result<Interpreter, SandboxError> {
+        let key = pool_key(&self.policy, language);
+        loop {
+            let claim = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+                claim = self.pool.claim(&key) => claim,
+            };
+            match claim {
+                Claim::Ready(interpreter) => {
+                    let exec_id = interpreter.exec_id().to_string();
+                    if exec::waiting(docker, &exec_id).await {
+                        return Ok(interpreter);
+                    }
+                    tracing::warn!(
+                        container = short(&interpreter.container),
+                        "a warm container is unusable; using another"
+                    );
+                    self.discard_in_background(docker, interpreter.container);
+                }
+                Claim::Create => break,
+            }
+        }
+        self.start_cancellable(docker, language, Mode::default(), cancel, permit)
+            .await
+    }
+
+    /// The interpreter a container of `language`'s image waits with: what the image's
+    /// probe found, under the guard the policy compiles to for the language.
+    fn command_for(
+        &self,
+        language: Language,
+        mode: &Mode,
+    ) -> Result<guard::GuardedCommand, SandboxError> {
+        let image = self.policy.images.for_language(language);
         let interpreters = self
             .interpreters
             .lock()
@@ -278,38 +456,53 @@ impl Runtime {
             .find(|(l, _)| *l == language)
             .map(|(_, guard)| guard)
             .expect("a guard for every language");
-        let file = request.kind.file_name();
-        let (argv, guard_env) =
-            guard
-                .command(&interpreters, file, &request.code)
-                .map_err(|reason| {
-                    SandboxError::LayerUnavailable(format!("image `{image}`: {reason}"))
-                })?;
-        let mut env = request.env.clone();
-        env.extend(guard_env);
-        Ok(Program {
-            file,
-            argv,
-            code: request.code.as_bytes().to_vec(),
-            env,
-            tap: request.tap.clone(),
-        })
+        guard
+            .command(&interpreters, mode)
+            .map_err(|reason| SandboxError::LayerUnavailable(format!("image `{image}`: {reason}")))
     }
 
-    /// Creates a container in its own task: if the caller is cancelled meanwhile, the
-    /// task still learns the new container's id and removes it.
-    async fn create_cancellable(
+    /// A new container of `language`'s image with its interpreter started in `mode`.
+    pub async fn start_interpreter(
         self: &Arc<Self>,
         docker: &Docker,
-        image: &str,
+        language: Language,
+        mode: Mode,
+    ) -> Result<Interpreter, SandboxError> {
+        let image = self.policy.images.for_language(language).to_string();
+        let id = match self.create(docker, &image).await {
+            Ok(id) => id,
+            Err(error @ SandboxError::ImageUnavailable(_)) => {
+                self.forget_image(&image);
+                return Err(error);
+            }
+            Err(error) => return Err(error),
+        };
+        let mut mode = mode;
+        mode.preload = self.policy.pool.preload.for_language(language).to_vec();
+        let started = match self.command_for(language, &mode) {
+            Ok((argv, env)) => exec::start(docker, &id, argv, &env).await,
+            Err(error) => Err(error),
+        };
+        if started.is_err() {
+            self.discard(docker, &id).await;
+        }
+        started
+    }
+
+    /// [`Runtime::start_interpreter`] in its own task: if the caller is cancelled
+    /// meanwhile, the task still learns the new container's id and removes it.
+    pub async fn start_cancellable(
+        self: &Arc<Self>,
+        docker: &Docker,
+        language: Language,
+        mode: Mode,
         cancel: &CancellationToken,
         permit: &Permit,
-    ) -> Result<String, SandboxError> {
+    ) -> Result<Interpreter, SandboxError> {
         let mut task = tokio::spawn({
             let runtime = self.clone();
             let docker = docker.clone();
-            let image = image.to_string();
-            async move { runtime.create(&docker, &image).await }
+            async move { runtime.start_interpreter(&docker, language, mode).await }
         });
         tokio::select! {
             biased;
@@ -320,8 +513,8 @@ impl Runtime {
                 // concurrency slot until it has ended and its container is gone.
                 let slot = Arc::clone(permit);
                 tokio::spawn(async move {
-                    if let Ok(Ok(id)) = task.await {
-                        runtime.discard(&docker, &id).await;
+                    if let Ok(Ok(interpreter)) = task.await {
+                        runtime.discard(&docker, &interpreter.container).await;
                     }
                     drop(slot);
                 });
@@ -396,12 +589,18 @@ impl Runtime {
         result
     }
 
-    /// Starts the creations that bring `image`'s pool back to its target (`pool.size`,
-    /// more while demand is high).
-    fn refill(self: &Arc<Self>, docker: &Docker, image: &str) -> Vec<tokio::task::JoinHandle<()>> {
+    /// Starts the creations that bring `language`'s pool back to its target
+    /// (`pool.size`, more while demand is high).
+    fn refill(
+        self: &Arc<Self>,
+        docker: &Docker,
+        language: Language,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
         if self.closing.is_cancelled() {
             return Vec::new();
         }
+        let key = pool_key(&self.policy, language);
+        let image = key.as_str();
         let missing = self.pool.reserve(image);
         if missing > 0 {
             tracing::debug!(
@@ -417,12 +616,12 @@ impl Runtime {
                 let docker = docker.clone();
                 let image = image.to_string();
                 tokio::spawn(async move {
-                    match runtime.create(&docker, &image).await {
-                        Ok(id) => runtime.pool.finished(&image, Some(id)),
+                    match runtime
+                        .start_interpreter(&docker, language, Mode::default())
+                        .await
+                    {
+                        Ok(interpreter) => runtime.pool.finished(&image, Some(interpreter)),
                         Err(error) => {
-                            if matches!(error, SandboxError::ImageUnavailable(_)) {
-                                runtime.forget_image(&image);
-                            }
                             runtime.pool.finished(&image, None);
                             if !runtime.closing.is_cancelled() {
                                 tracing::warn!(%error, image, "could not refill the warm pool");
@@ -500,7 +699,8 @@ impl Runtime {
         if waited.is_err() {
             tracing::warn!("container creations still pending at shutdown");
         }
-        self.pool.drain();
+        drop(self.pool.drain());
+        drop(self.sessions.drain());
         let mut ids: HashSet<String> = self.live_set().drain().collect();
         let own = format!("{LABEL}={}", self.instance.id);
         let mut rounds = 0;
@@ -558,8 +758,25 @@ impl Runtime {
 
     /// Ready containers in the pool for `language`'s image (for tests and the bench).
     pub fn warm_containers(&self, language: Language) -> usize {
-        self.pool.ready(self.policy.images.for_language(language))
+        self.pool.ready(&pool_key(&self.policy, language))
     }
+}
+
+/// Makes a session call's end token unguessable in advance by the code it ends.
+fn end_token_salt() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    format!("{:016x}", hasher.finish())
+}
+
+/// The pool holds interpreters, so it is kept per language as well as per image.
+fn pool_key(policy: &Policy, language: Language) -> String {
+    format!("{language}@{}", policy.images.for_language(language))
 }
 
 /// Removes one run's container when dropped.

@@ -2,12 +2,17 @@
 //! that container assertions see only this test's containers, whatever else runs at
 //! the same time on the machine.
 
+use code_sandbox_mcp::mcp::{self, CodeSandboxServer, ServeEnd};
+use code_sandbox_mcp::policy::Policy;
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tokio::io::DuplexStream;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, Lines};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// The protocol version this client asks for: one every MCP server of 2025 speaks.
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -257,4 +262,61 @@ impl Drop for TestImage {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+}
+
+pub type Client = RpcClient<DuplexStream, DuplexStream>;
+
+/// A server for the policy at `path`, served in this process over in-memory pipes.
+pub struct InProcess {
+    pub client: Client,
+    pub stop: CancellationToken,
+    pub served: JoinHandle<ServeEnd>,
+}
+
+impl InProcess {
+    pub async fn start(policy_path: &Path, env: Vec<(String, String)>) -> InProcess {
+        let policy = Policy::discover(Some(policy_path.to_str().unwrap()), Path::new("."))
+            .expect("load the test policy");
+        InProcess::start_with(policy, env).await
+    }
+
+    pub async fn start_with(policy: Policy, env: Vec<(String, String)>) -> InProcess {
+        let (client_writer, server_reader) = tokio::io::duplex(1 << 20);
+        let (server_writer, client_reader) = tokio::io::duplex(1 << 20);
+        let stop = CancellationToken::new();
+        let server = CodeSandboxServer::new(policy, env);
+        let served = tokio::spawn(mcp::serve(
+            server,
+            server_reader,
+            server_writer,
+            stop.clone(),
+        ));
+        let mut client = RpcClient::new(client_reader, client_writer);
+        let info = client.initialize().await;
+        assert_eq!(info["serverInfo"]["name"], "code-sandbox-mcp", "{info}");
+        InProcess {
+            client,
+            stop,
+            served,
+        }
+    }
+
+    /// Closes the input as a client going away does, and waits for the server to finish.
+    pub async fn close(mut self) -> ServeEnd {
+        self.client.close_input().await;
+        self.served.await.expect("the server task")
+    }
+}
+
+/// The structured content of a tool result.
+pub fn structured(result: &Value) -> &Value {
+    assert!(
+        result["structuredContent"].is_object(),
+        "no structured content: {result}"
+    );
+    &result["structuredContent"]
+}
+
+pub fn is_error(result: &Value) -> bool {
+    result["isError"] == true
 }

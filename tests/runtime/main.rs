@@ -11,3 +11,4 @@ mod e2e_clients;
 mod guard;
 mod mcp_server;
 mod sandbox;
+mod sessions;

@@ -7,72 +7,12 @@
 
 use crate::common;
 
-use crate::common::mcp_client::{text_of, RpcClient, TestImage};
-use code_sandbox_mcp::mcp::{self, CodeSandboxServer, ServeEnd};
+use crate::common::mcp_client::{is_error, structured, text_of, InProcess, RpcClient, TestImage};
+use code_sandbox_mcp::mcp::ServeEnd;
 use code_sandbox_mcp::policy::Policy;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Stdio;
-use tokio::io::DuplexStream;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
-type Client = RpcClient<DuplexStream, DuplexStream>;
-
-/// A server for the policy at `path`, served in this process over in-memory pipes.
-struct InProcess {
-    client: Client,
-    stop: CancellationToken,
-    served: JoinHandle<ServeEnd>,
-}
-
-impl InProcess {
-    async fn start(policy_path: &Path, env: Vec<(String, String)>) -> InProcess {
-        let policy = Policy::discover(Some(policy_path.to_str().unwrap()), Path::new("."))
-            .expect("load the test policy");
-        InProcess::start_with(policy, env).await
-    }
-
-    async fn start_with(policy: Policy, env: Vec<(String, String)>) -> InProcess {
-        let (client_writer, server_reader) = tokio::io::duplex(1 << 20);
-        let (server_writer, client_reader) = tokio::io::duplex(1 << 20);
-        let stop = CancellationToken::new();
-        let server = CodeSandboxServer::new(policy, env);
-        let served = tokio::spawn(mcp::serve(
-            server,
-            server_reader,
-            server_writer,
-            stop.clone(),
-        ));
-        let mut client = RpcClient::new(client_reader, client_writer);
-        let info = client.initialize().await;
-        assert_eq!(info["serverInfo"]["name"], "code-sandbox-mcp", "{info}");
-        InProcess {
-            client,
-            stop,
-            served,
-        }
-    }
-
-    /// Closes the input as a client going away does, and waits for the server to finish.
-    async fn close(mut self) -> ServeEnd {
-        self.client.close_input().await;
-        self.served.await.expect("the server task")
-    }
-}
-
-/// The structured content of a tool result.
-fn structured(result: &Value) -> &Value {
-    assert!(
-        result["structuredContent"].is_object(),
-        "no structured content: {result}"
-    );
-    &result["structuredContent"]
-}
-
-fn is_error(result: &Value) -> bool {
-    result["isError"] == true
-}
 
 #[tokio::test]
 async fn initialize_answers_and_the_tools_describe_the_policy() {

@@ -419,7 +419,7 @@ async fn the_engine_applies_every_limit_the_policy_sets() {
     }));
     sandbox.warm_up().await;
     let ids = containers_of(&sandbox);
-    assert_eq!(ids.len(), 1, "one warm container");
+    assert_eq!(ids.len(), 2, "one warm container per language");
     let output = Command::new("docker")
         .args(["inspect", &ids[0]])
         .output()
@@ -517,13 +517,14 @@ async fn the_warm_pool_fills_and_refills() {
         "no I/O in new()"
     );
     sandbox.warm_up().await;
-    // Both languages share the local image: one pool of two.
+    // A warm container holds one language's interpreter, waiting: a pool per language.
     assert_eq!(sandbox.warm_containers(Language::Python), 2);
-    assert_eq!(containers_of(&sandbox).len(), 2);
+    assert_eq!(sandbox.warm_containers(Language::JavaScript), 2);
+    assert_eq!(containers_of(&sandbox).len(), 4);
     run(&sandbox, Language::Python, "print(1)").await;
     let mut refilled = false;
     for _ in 0..200 {
-        if sandbox.warm_containers(Language::Python) == 2 && containers_of(&sandbox).len() == 2 {
+        if sandbox.warm_containers(Language::Python) == 2 && containers_of(&sandbox).len() == 4 {
             refilled = true;
             break;
         }
@@ -556,17 +557,19 @@ async fn the_warm_pool_grows_with_demand_up_to_max_concurrent() {
     }
     // The pool now keeps three ready for the next burst (never more: only three can
     // run at once), where `pool.size` alone would have kept one.
+    // JavaScript's pool, not asked for more, stays at one.
     let mut grown = 0;
     for _ in 0..300 {
         grown = sandbox.warm_containers(Language::Python);
-        if grown == 3 && containers_of(&sandbox).len() == 3 {
+        if grown == 3 && containers_of(&sandbox).len() == 4 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(grown, 3, "the pool follows the burst");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(containers_of(&sandbox).len(), 3, "and does not overshoot");
+    assert_eq!(containers_of(&sandbox).len(), 4, "and does not overshoot");
+    assert_eq!(sandbox.warm_containers(Language::JavaScript), 1);
     finish(sandbox).await;
 }
 

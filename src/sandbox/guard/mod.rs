@@ -110,6 +110,14 @@ pub fn install_input() -> Vec<u8> {
 /// A command line and the environment variables it needs.
 pub type GuardedCommand = (Vec<String>, Vec<(String, String)>);
 
+/// How the interpreter waits: for one program, or for a session's calls; and what it
+/// imports before that.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mode {
+    pub session: bool,
+    pub preload: Vec<String>,
+}
+
 /// One deny rule as a run-time layer reads it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 struct GuardRule {
@@ -225,18 +233,18 @@ impl Guard {
         }
     }
 
-    /// True when nothing is enforced at run time (every rule warns or is off).
-    pub fn is_empty(&self) -> bool {
-        self.rules.is_empty() && self.kernel_floor.is_none()
-    }
-
-    /// The settings the bootstrap or preload reads (JSON).
-    pub fn settings(&self, main: &str, module_hooks: bool) -> String {
+    /// The settings the bootstrap reads (JSON).
+    pub fn settings(&self, main: &str, mode: &Mode) -> String {
         #[derive(Serialize)]
         struct Settings<'a> {
             marker: &'a str,
+            #[serde(skip_serializing_if = "str::is_empty")]
             main: &'a str,
             module_hooks: bool,
+            /// The program arrives on stdin.
+            wait: bool,
+            session: bool,
+            preload: &'a [String],
             rules: &'a [GuardRule],
             #[serde(skip_serializing_if = "Option::is_none")]
             permission_rule: Option<&'a RuleRef>,
@@ -246,7 +254,12 @@ impl Guard {
         serde_json::to_string(&Settings {
             marker: MARKER,
             main,
-            module_hooks,
+            // Started before the code is known, so on whenever the policy refuses code
+            // from files: the hooks thread's start is paid before the call.
+            module_hooks: self.refuses_code_from_files(),
+            wait: true,
+            session: mode.session,
+            preload: &mode.preload,
             rules: &self.rules,
             permission_rule: self.permission.as_ref(),
             codegen_rule: self.codegen.as_ref(),
@@ -254,16 +267,14 @@ impl Guard {
         .expect("guard settings serialize")
     }
 
-    /// The command line that runs `file` (in /sandbox, holding `source`) under this
-    /// guard, with the environment it needs; or why the image cannot provide what the
-    /// policy asks.
+    /// The command line of the interpreter that waits in a container for its program
+    /// (on stdin) and runs it under this guard, with the environment it needs; or why
+    /// the image cannot provide what the policy asks.
     pub fn command(
         &self,
         interpreters: &Interpreters,
-        file: &str,
-        source: &str,
+        mode: &Mode,
     ) -> Result<GuardedCommand, String> {
-        let main = format!("{}/{file}", super::container::WORKDIR);
         let mut argv = Vec::new();
         let mut env = Vec::new();
         // The helper always wraps the interpreter where it exists: its hardening filter
@@ -288,20 +299,18 @@ impl Guard {
                     .python
                     .clone()
                     .ok_or("the image has no python3 on its PATH")?;
-                argv.extend([python, "-u".into(), "-B".into()]);
-                if self.is_empty() {
-                    argv.push(main);
-                } else {
-                    // Imported rather than run as a script, so that the bytecode the
-                    // setup compiled is used: compiling the bootstrap on every run
-                    // would cost more than everything it does.
-                    argv.push("-c".into());
-                    argv.push(format!(
-                        "import sys; sys.path[0] = '{INSTALL_DIR}'; import python_guard"
-                    ));
-                    argv.push(self.settings(&main, false));
-                    argv.push(main);
-                }
+                let main = format!("{}/main.py", super::container::WORKDIR);
+                // Imported rather than run as a script, so that the bytecode the setup
+                // compiled is used.
+                argv.extend([
+                    python,
+                    "-u".into(),
+                    "-B".into(),
+                    "-c".into(),
+                    format!("import sys; sys.path[0] = '{INSTALL_DIR}'; import python_guard"),
+                    self.settings(&main, mode),
+                    main,
+                ]);
             }
             Language::JavaScript => {
                 let (node, (major, minor)) = interpreters
@@ -342,27 +351,20 @@ impl Guard {
                 }
                 // ES modules from strings (`data:` URLs) or from files the snippet wrote
                 // can only be reached through `import`: the module hooks that refuse
-                // them (a thread of Node's own, ~100 ms on Node 20) start only for code
-                // that says `import` somewhere. `require` of an ES module goes through
-                // no hook, so it is switched off.
-                let module_hooks = self.refuses_code_from_files() && source.contains("import");
-                if module_hooks && self.permission.is_some() {
-                    // The preload keeps the snippet's own `Worker` refused.
+                // them run on a thread of Node's own. `require` of an ES module goes
+                // through no hook, so it is switched off.
+                if self.refuses_code_from_files() && self.permission.is_some() {
+                    // The guard keeps the snippet's own `Worker` refused.
                     argv.push("--allow-worker".into());
                     argv.push("--disable-warning=SecurityWarning".into());
                 }
                 if self.refuses_code_from_files() && (major, minor) >= (20, 17) {
                     argv.push("--no-experimental-require-module".into());
                 }
-                if !self.is_empty() {
-                    argv.push("--require".into());
-                    argv.push(format!("{INSTALL_DIR}/node_guard.cjs"));
-                    env.push((
-                        "CODE_SANDBOX_GUARD".into(),
-                        self.settings(&main, module_hooks),
-                    ));
-                }
-                argv.push(main);
+                // The guard is the main module: it reads the program, writes the
+                // snippet's file and starts it as the main module in its place.
+                env.push(("CODE_SANDBOX_GUARD".into(), self.settings("", mode)));
+                argv.push(format!("{INSTALL_DIR}/node_guard.cjs"));
             }
         }
         Ok((argv, env))
@@ -509,25 +511,37 @@ mod tests {
     }
 
     #[test]
-    fn rules_at_warn_or_off_install_nothing() {
+    fn rules_at_warn_or_off_install_nothing_but_the_waiting_bootstrap() {
         let mut policy = Policy::preset("default").unwrap();
         for rule in &mut policy.rules {
             rule.action = Action::Warn;
         }
         let guard = Guard::new(&policy, Language::Python);
-        assert!(guard.is_empty());
+        assert!(guard.layers().is_empty());
         let interpreters = Interpreters::parse("python3=/usr/bin/python3\n");
-        let (argv, env) = guard.command(&interpreters, "main.py", "print(1)").unwrap();
+        let mode = Mode {
+            session: true,
+            preload: vec!["json".into()],
+        };
+        let (argv, env) = guard.command(&interpreters, &mode).unwrap();
         assert_eq!(
-            argv,
+            argv[..5],
             [
                 "/opt/code-sandbox/exec-guard",
                 "/usr/bin/python3",
                 "-u",
                 "-B",
-                "/sandbox/main.py"
+                "-c"
             ]
         );
+        assert_eq!(argv.last().unwrap(), "/sandbox/main.py");
+        let settings: serde_json::Value = serde_json::from_str(&argv[argv.len() - 2]).unwrap();
+        assert_eq!(settings["rules"], serde_json::json!([]));
+        assert_eq!(
+            (settings["wait"].as_bool(), settings["session"].as_bool()),
+            (Some(true), Some(true))
+        );
+        assert_eq!(settings["preload"], serde_json::json!(["json"]));
         assert!(env.is_empty());
     }
 
@@ -538,27 +552,22 @@ mod tests {
         let node = |version: &str| {
             Interpreters::parse(&format!("node=/usr/bin/node\nnode-version={version}\n"))
         };
-        let (argv, env) = guard
-            .command(&node("v22.3.0"), "main.cjs", "import('x')")
-            .unwrap();
+        let (argv, env) = guard.command(&node("v22.3.0"), &Mode::default()).unwrap();
         assert!(argv.contains(&"--permission".to_string()), "{argv:?}");
         assert!(argv.contains(&"--allow-worker".to_string()), "{argv:?}");
         assert!(argv.contains(&"--disallow-code-generation-from-strings".to_string()));
         assert_eq!(env[0].0, "CODE_SANDBOX_GUARD");
         assert!(env[0].1.contains("\"module_hooks\":true"), "{env:?}");
-        let (argv, _) = guard
-            .command(&node("v20.19.2"), "main.mjs", "console.log(1)")
-            .unwrap();
+        let (argv, _) = guard.command(&node("v20.19.2"), &Mode::default()).unwrap();
         assert!(
             argv.contains(&"--experimental-permission".to_string()),
             "{argv:?}"
         );
-        // No `import` in the code: no hook thread, so no worker permission either.
-        assert!(!argv.contains(&"--allow-worker".to_string()), "{argv:?}");
         assert!(argv.contains(&"--no-experimental-require-module".to_string()));
-        assert_eq!(argv.last().unwrap(), "/sandbox/main.mjs");
+        // The guard is the main module; the snippet's file is named when it arrives.
+        assert_eq!(argv.last().unwrap(), "/opt/code-sandbox/node_guard.cjs");
         let refused = guard
-            .command(&node("v18.19.0"), "main.cjs", "")
+            .command(&node("v18.19.0"), &Mode::default())
             .unwrap_err();
         assert!(refused.contains("Node 20 or later"), "{refused}");
     }

@@ -26,11 +26,18 @@
   const settings = JSON.parse(raw);
   const rules = settings.rules || [];
   const marker = settings.marker;
-  const main = settings.main || '/sandbox/main.cjs';
+  // In a warm container the snippet's file is named when the program arrives.
+  let main = settings.main || '/sandbox/main.cjs';
   const mainDir = main.slice(0, main.lastIndexOf('/') + 1);
 
   const fs = require('fs');
   const Module = require('module');
+  // Taken before denied built-ins become reporters below: the session runs its calls
+  // with `vm`, and the program starts through `Module.runMain`.
+  const Script = require('vm').Script;
+  const runMain = Module.runMain;
+  const createRequire = Module.createRequire;
+  const readSync = fs.readSync;
   const writeSync = fs.writeSync;
   const reallyExit = process.reallyExit.bind(process);
   const stringify = JSON.stringify;
@@ -38,9 +45,13 @@
   const defineProperty = Object.defineProperty;
   const ownNames = Object.getOwnPropertyNames;
   const startsWith = Function.prototype.call.bind(String.prototype.startsWith);
-  const lineFinder = new RegExp(
-    '(?:file://)?' + main.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + ':(\\d+):',
-  );
+  const escaped = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  let lineFinder;
+  const setMain = (path) => {
+    main = path;
+    lineFinder = new RegExp('(?:(?:file://)?' + escaped(main) + '|<call \\d+>):(\\d+):');
+  };
+  setMain(main);
 
   const globMatches = (pattern, name) => {
     const parts = pattern.split('*');
@@ -106,7 +117,8 @@
   // read from the stack: frame 0 is this guard, frame 1 its wrapper's caller.
   const calledBySnippet = (stack) => {
     const frames = String(stack).split('\n').slice(2, 4).join('\n');
-    return frames.includes(mainDir) || frames.includes('/tmp/') || frames.includes('<anonymous>');
+    return frames.includes(mainDir) || frames.includes('/tmp/') || frames.includes('<anonymous>') ||
+      frames.includes('<call ');
   };
 
   // -- built-in modules -----------------------------------------------------------------
@@ -232,7 +244,10 @@
       enumerable: false,
     });
     const hooks = `
-      const mainUrl = ${stringify('file://' + main)};
+      // Started before the program arrives, so the main module is the first one
+      // resolved with no parent (the snippet itself cannot start another: runMain is
+      // a reporter to it).
+      let mainUrl = ${stringify(settings.wait ? null : 'file://' + main)};
       const refuse = (what, module) => ({
         shortCircuit: true,
         url: 'data:text/javascript,' + encodeURIComponent(
@@ -243,6 +258,10 @@
         if (/^\\s*(data|blob):/i.test(specifier)) return refuse('import of ' + specifier.slice(0, 60));
         const resolved = await next(specifier, context);
         const url = resolved.url;
+        if (mainUrl === null && context.parentURL === undefined) {
+          mainUrl = url;
+          return resolved;
+        }
         const written = url !== mainUrl && (url.startsWith('file:///tmp/') ||
           url.startsWith('file:///dev/shm/') || url.startsWith(${stringify('file://' + mainDir)}));
         if (written) return refuse('import of a file written at run time: ' + url);
@@ -263,7 +282,7 @@
   // -- errors thrown by the permission model and the code-generation switch -------------
   const permissionRule = settings.permission_rule || null;
   const codegenRule = settings.codegen_rule || null;
-  process.on('uncaughtExceptionMonitor', (error) => {
+  const reportRefusal = (error) => {
     if (!error || typeof error !== 'object') return;
     if (permissionRule && error.code === 'ERR_ACCESS_DENIED') {
       const what = [error.permission, error.resource].filter(Boolean).join(' ');
@@ -280,5 +299,109 @@
       error instanceof EvalError &&
       /Code generation from strings disallowed/.test(String(error.message));
     if (codegen) block(codegenRule, 'node-codegen', error.message, error.stack);
-  });
+  };
+  process.on('uncaughtExceptionMonitor', reportRefusal);
+
+  if (!settings.wait) return;
+  // -- a warm container: the program arrives on stdin -----------------------------------
+  if (rules.length) {
+    defineProperty(Module, 'runMain', {
+      value: reporter(rules[0], 'module.runMain'),
+      writable: false,
+      configurable: false,
+    });
+  }
+  const writeAll = (fd, text) => writeSync(fd, text);
+  const applyEnv = (env) => {
+    for (const key of ownNames(env || {})) process.env[key] = env[key];
+  };
+  if (settings.session) {
+    serveSession();
+    return;
+  }
+  const input = readAll();
+  const newline = input.indexOf(10);
+  const header = JSON.parse(input.subarray(0, newline).toString('utf8'));
+  setMain(mainDir + header.file);
+  applyEnv(header.env);
+  fs.writeFileSync(main, input.subarray(newline + 1));
+  process.argv[1] = main;
+  // Started from the event loop, so no frame of this file is under the snippet's.
+  setImmediate(runMain);
+
+  function readAll() {
+    const chunks = [];
+    const chunk = Buffer.allocUnsafe(64 * 1024);
+    for (;;) {
+      let count;
+      try {
+        count = readSync(0, chunk, 0, chunk.length, null);
+      } catch (error) {
+        if (error.code === 'EAGAIN') continue;
+        if (error.code === 'EOF') break;
+        throw error;
+      }
+      if (count === 0) break;
+      chunks.push(Buffer.from(chunk.subarray(0, count)));
+    }
+    return Buffer.concat(chunks);
+  }
+
+  // Calls one after another in this one context, as Node's REPL runs its lines: scripts
+  // share the global scope, so top-level `let`, `const`, `class` and functions of one
+  // call are there in the next. Each call ends with a line carrying its token and
+  // status on both streams. An uncaught error outside a call (a timer's) ends the
+  // session, as it would end a program.
+  function serveSession() {
+    // What Node's REPL gives its lines: `require` (resolving from the working
+    // directory, through the same guarded loader), `module` and `exports`.
+    const sessionModule = new Module(mainDir + '[session]', null);
+    sessionModule.filename = mainDir + '[session]';
+    sessionModule.paths = Module._nodeModulePaths(mainDir);
+    for (const [name, value] of [
+      ['require', createRequire(mainDir + '[session]')],
+      ['module', sessionModule],
+      ['exports', sessionModule.exports],
+    ]) {
+      defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
+    }
+    let pending = Buffer.alloc(0);
+    let running = false;
+    let envSet = false;
+    const next = async () => {
+      if (running) return;
+      const newline = pending.indexOf(10);
+      if (newline < 0) return;
+      const header = JSON.parse(pending.subarray(0, newline).toString('utf8'));
+      if (pending.length < newline + 1 + header.len) return;
+      const code = pending.subarray(newline + 1, newline + 1 + header.len).toString('utf8');
+      pending = pending.subarray(newline + 1 + header.len);
+      running = true;
+      if (!envSet) {
+        applyEnv(header.env);
+        envSet = true;
+      }
+      let status = 0;
+      try {
+        const result = new Script(code, { filename: `<call ${header.call}>` }).runInThisContext();
+        if (header.awaits) await result;
+      } catch (error) {
+        reportRefusal(error);
+        const text = error && error.stack ? String(error.stack) : String(error);
+        const cut = text.indexOf('\n    at Script.runInThisContext');
+        writeAll(2, 'Uncaught ' + (cut < 0 ? text : text.slice(0, cut)) + '\n');
+        status = 1;
+      }
+      const end = '\x1e' + header.end + ' ' + status + '\n';
+      writeAll(1, end);
+      writeAll(2, end);
+      running = false;
+      next();
+    };
+    process.stdin.on('data', (chunk) => {
+      pending = Buffer.concat([pending, chunk]);
+      next();
+    });
+    process.stdin.on('end', () => process.exit(0));
+  }
 })();

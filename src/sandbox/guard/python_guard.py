@@ -19,13 +19,10 @@ closures over immutable values: the snippet may replace `os.write`, `sys.stderr`
 builtins without effect. Standard library only; CPython 3.8 and later.
 """
 
-def _install(settings_text, main_path):
-    # No `json` or `re`: importing them costs more than everything else here together
-    # (about 10 ms), and the settings are plain JSON of a known shape.
+def _install(settings, main_path):
     import os
     import sys
 
-    settings = _read_json(settings_text)
     marker = settings["marker"]
     rules = tuple(settings["rules"])
 
@@ -195,15 +192,19 @@ def _install(settings_text, main_path):
         "cpython.run_file": ("exec",),
     }
 
+    def is_main(filename):
+        # The snippet's file, or one call of a session (`<call 3>`).
+        return filename == main_file or (isinstance(filename, str) and filename.startswith("<call "))
+
     def innermost_line(frame):
         while frame is not None:
-            if frame.f_code.co_filename == main_file:
+            if is_main(frame.f_code.co_filename):
                 return frame.f_lineno
             frame = frame.f_back
         return None
 
     def from_writable(filename):
-        return filename == main_file or filename.startswith(writable) or filename == "<string>"
+        return is_main(filename) or filename.startswith(writable) or filename == "<string>"
 
     def requester(frame):
         """The first frame below the import machinery and this hook: who asked."""
@@ -390,13 +391,13 @@ def _install(settings_text, main_path):
 
     main_code = None
 
-    def run(code):
+    def running(code):
         nonlocal main_code
         main_code = code
-        if rules:
-            sys_module.addaudithook(hook)
 
-    return run
+    if rules:
+        sys_module.addaudithook(hook)
+    return running
 
 
 def _read_json(text):
@@ -474,45 +475,69 @@ def _read_json(text):
 
 
 def _main(install, print_exception):
+    import os
     import sys
 
     if len(sys.argv) != 3:
         sys.stderr.write("usage: python_guard.py SETTINGS_JSON MAIN_FILE\n")
         sys.exit(2)
     settings_text, main_path = sys.argv[1], sys.argv[2]
-    with open(main_path, "rb") as handle:
-        source = handle.read()
-    main = sys.modules["__main__"]
-    # `python3 main.py` semantics: argv, the script's directory first on the path.
-    sys.argv[:] = [main_path.rsplit("/", 1)[-1]]
-    sys.path[0] = main_path.rsplit("/", 1)[0] or "/"
-    try:
-        code = compile(source, main_path, "exec", dont_inherit=True)
-    except SyntaxError:
-        print_exception(sys.exc_info(), skip=0)
-        sys.exit(1)
-    start = install(settings_text, main_path)
+    settings = _read_json(settings_text)
+    running = install(settings, main_path)
     # Imported so that its bytecode is cached: no handle on it is left in sys.modules
     # (an empty module stands in, which the import system expects to find there).
     if "python_guard" in sys.modules:
         sys.modules["python_guard"] = type(sys)("python_guard")
+    # What the policy preloads is imported now, under the hook, so that its cost is
+    # paid before the call; a module that fails to import is said once, on stderr.
+    for name in settings.get("preload", ()):
+        try:
+            __import__(name)
+        except Exception as error:
+            sys.stderr.write("code-sandbox-mcp: pool.preload: cannot import %s (%s)\n" % (name, error))
+    # The program arrives on stdin; the snippet's own stdin is empty, as for any run
+    # that is not interactive.
+    control = os.fdopen(os.dup(0), "rb")
+    empty = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(empty, 0)
+    os.close(empty)
+
+    main = sys.modules["__main__"]
+    # `python3 main.py` semantics: argv, the script's directory first on the path.
+    sys.argv[:] = [main_path.rsplit("/", 1)[-1]]
+    sys.path[0] = main_path.rsplit("/", 1)[0] or "/"
     # This bootstrap runs as `__main__`: its own names go, the snippet's namespace is
     # what `python3 main.py` would give it.
     namespace = main.__dict__
     builtins = namespace["__builtins__"]
+    loader = getattr(main, "__loader__", None)
     namespace.clear()
     namespace.update({
         "__name__": "__main__",
         "__doc__": None,
         "__package__": None,
-        "__loader__": getattr(main, "__loader__", None),
+        "__loader__": loader,
         "__spec__": None,
         "__annotations__": {},
         "__builtins__": builtins,
-        "__file__": main_path,
-        "__cached__": None,
     })
-    start(code)
+    if settings.get("session"):
+        _serve_session(control, running, namespace, print_exception)
+        return
+
+    header = _read_json(control.readline().decode("utf-8"))
+    source = control.read(header["len"])
+    control.close()
+    os.environ.update(header.get("env", {}))
+    with open(main_path, "wb") as handle:
+        handle.write(source)
+    namespace.update({"__file__": main_path, "__cached__": None})
+    try:
+        code = compile(source, main_path, "exec", dont_inherit=True)
+    except SyntaxError:
+        print_exception(sys.exc_info(), skip=0)
+        sys.exit(1)
+    running(code)
     try:
         exec(code, namespace)
     except SystemExit:
@@ -520,6 +545,54 @@ def _main(install, print_exception):
     except BaseException:
         print_exception(sys.exc_info(), skip=1)
         sys.exit(1)
+
+
+def _serve_session(control, running, namespace, print_exception):
+    """Runs one call after another in the same namespace, as a REPL does: a header line
+    and the call's code in, its output out, then on each stream an end line carrying
+    the call's token and status. `sys.exit` ends the session (and the interpreter)."""
+    import linecache
+    import os
+    import sys
+
+    write = os.write
+    env_set = False
+    while True:
+        line = control.readline()
+        if not line:
+            return
+        header = _read_json(line.decode("utf-8"))
+        source = control.read(header["len"])
+        if not env_set:
+            os.environ.update(header.get("env", {}))
+            env_set = True
+        name = "<call %d>" % header["call"]
+        text = source.decode("utf-8", "replace")
+        # Tracebacks show the call's lines: no file is written for it.
+        linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+        status = 0
+        try:
+            code = compile(source, name, "exec", dont_inherit=True)
+        except SyntaxError:
+            print_exception(sys.exc_info(), skip=0)
+            status = 1
+        else:
+            running(code)
+            try:
+                exec(code, namespace)
+            except SystemExit:
+                raise
+            except BaseException:
+                print_exception(sys.exc_info(), skip=1)
+                status = 1
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        end = ("\x1e%s %d\n" % (header["end"], status)).encode()
+        write(1, end)
+        write(2, end)
 
 
 def _print_exception(info, skip):

@@ -1,0 +1,307 @@
+//! Named sessions: calls with the same name, from the same client, share one container
+//! and one interpreter, so variables, imports and files last from one call to the next.
+//!
+//! A session's interpreter runs the guard's session loop (see `exec`): calls go in over
+//! its stdin one after another, and each ends at its end lines. The run-time layers stay
+//! on for the whole life of the session, since it is the same guarded process. The
+//! static check of a call sees the code of the calls accepted before it (`history`), so
+//! a name bound in one call and misused in the next is judged as one program.
+//!
+//! A session ends when asked to, when it has been idle or alive too long (the policy's
+//! `sessions:`), when a call times out, runs out of memory or the program exits, and
+//! with its client (the server's shutdown removes every container).
+
+use super::exec::Interpreter;
+use crate::analysis::Language;
+use crate::policy::SessionSettings;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One session: its interpreter (started by its first call) and what it has run.
+pub struct Session {
+    pub language: Language,
+    opened: Instant,
+    last_used: Mutex<Instant>,
+    calls: AtomicU64,
+    /// The code of every call sent to the interpreter, in order.
+    history: Mutex<String>,
+    /// Held by the call running now: calls of one session run one at a time.
+    pub interpreter: Arc<tokio::sync::Mutex<Option<Interpreter>>>,
+    /// The interpreter's container, known without waiting for a running call.
+    container: Mutex<Option<String>>,
+    ended: AtomicBool,
+}
+
+impl Session {
+    fn new(language: Language) -> Session {
+        Session {
+            language,
+            opened: Instant::now(),
+            last_used: Mutex::new(Instant::now()),
+            calls: AtomicU64::new(0),
+            history: Mutex::new(String::new()),
+            interpreter: Arc::new(tokio::sync::Mutex::new(None)),
+            container: Mutex::new(None),
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    pub fn set_container(&self, id: Option<String>) {
+        *self.container.lock().unwrap_or_else(|e| e.into_inner()) = id;
+    }
+
+    pub fn container(&self) -> Option<String> {
+        self.container
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The number of the next call (from 1), recording its code as part of the session.
+    pub fn record_call(&self, code: &str) -> u64 {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        history.push_str(code);
+        if !history.ends_with('\n') {
+            history.push('\n');
+        }
+        self.calls.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    pub fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    pub fn history(&self) -> String {
+        self.history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+}
+
+/// Why a session could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("sessions are turned off by this policy (`sessions: {{allowed: false}}`); run the code without `session`")]
+    NotAllowed,
+    #[error("{0} sessions are open already, the most this policy allows (`sessions.max`); end one with `end_session`, or run without `session`")]
+    TooMany(usize),
+    #[error("the session `{name}` runs {language}; use another session name for {wanted}")]
+    OtherLanguage {
+        name: String,
+        language: Language,
+        wanted: Language,
+    },
+    #[error("`{0}` is not a session name: use 1 to 64 letters, digits, `-`, `_` or `.`")]
+    BadName(String),
+}
+
+/// The sessions of every client of one sandbox, by (client, name).
+#[derive(Default)]
+pub struct Sessions {
+    open: Mutex<HashMap<(String, String), Arc<Session>>>,
+}
+
+impl Sessions {
+    /// The session `name` of `owner`, opened now if it is not open.
+    pub fn get_or_open(
+        &self,
+        settings: &SessionSettings,
+        owner: &str,
+        name: &str,
+        language: Language,
+    ) -> Result<Arc<Session>, SessionError> {
+        if !settings.allowed {
+            return Err(SessionError::NotAllowed);
+        }
+        let valid = (1..=64).contains(&name.len())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !valid {
+            return Err(SessionError::BadName(name.chars().take(80).collect()));
+        }
+        let mut open = self.lock();
+        let key = (owner.to_string(), name.to_string());
+        if let Some(session) = open.get(&key) {
+            if session.language != language {
+                return Err(SessionError::OtherLanguage {
+                    name: name.to_string(),
+                    language: session.language,
+                    wanted: language,
+                });
+            }
+            return Ok(session.clone());
+        }
+        let owned = open.keys().filter(|(o, _)| o == owner).count();
+        if owned >= settings.max {
+            return Err(SessionError::TooMany(owned));
+        }
+        let session = Arc::new(Session::new(language));
+        open.insert(key, session.clone());
+        Ok(session)
+    }
+
+    /// The open session `name` of `owner`, if any.
+    pub fn get(&self, owner: &str, name: &str) -> Option<Arc<Session>> {
+        self.lock()
+            .get(&(owner.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Takes `session` out of the table (if it is still the one under its name) and marks
+    /// it ended; the caller removes its container.
+    pub fn close(&self, owner: &str, name: &str, session: &Arc<Session>) {
+        session.ended.store(true, Ordering::SeqCst);
+        let mut open = self.lock();
+        let key = (owner.to_string(), name.to_string());
+        if open.get(&key).is_some_and(|s| Arc::ptr_eq(s, session)) {
+            open.remove(&key);
+        }
+    }
+
+    /// Sessions past their idle time or lifetime and not running a call now, taken out
+    /// of the table and marked ended; the caller removes their containers.
+    pub fn expired(&self, settings: &SessionSettings) -> Vec<(String, Arc<Session>)> {
+        let mut open = self.lock();
+        let due: Vec<(String, String)> = open
+            .iter()
+            .filter(|(_, session)| {
+                let idle = session
+                    .last_used
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .elapsed();
+                let busy = session.interpreter.try_lock().is_err();
+                !busy
+                    && (idle >= settings.idle_timeout.0
+                        || session.opened.elapsed() >= settings.max_lifetime.0)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        due.into_iter()
+            .filter_map(|key| {
+                let session = open.remove(&key)?;
+                session.ended.store(true, Ordering::SeqCst);
+                Some((key.1, session))
+            })
+            .collect()
+    }
+
+    /// Every session, taken out of the table (at shutdown).
+    pub fn drain(&self) -> Vec<Arc<Session>> {
+        let mut open = self.lock();
+        open.drain()
+            .map(|(_, session)| {
+                session.ended.store(true, Ordering::SeqCst);
+                session
+            })
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<Session>>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::HumanDuration;
+    use std::time::Duration;
+
+    fn settings(max: usize) -> SessionSettings {
+        SessionSettings {
+            allowed: true,
+            max,
+            idle_timeout: HumanDuration(Duration::from_secs(60)),
+            max_lifetime: HumanDuration(Duration::from_secs(600)),
+        }
+    }
+
+    #[test]
+    fn sessions_are_per_client_capped_and_keep_their_language() {
+        let sessions = Sessions::default();
+        let s = settings(2);
+        let a = sessions
+            .get_or_open(&s, "client-1", "a", Language::Python)
+            .unwrap();
+        let again = sessions
+            .get_or_open(&s, "client-1", "a", Language::Python)
+            .unwrap();
+        assert!(Arc::ptr_eq(&a, &again));
+        // Another client's `a` is its own.
+        let other = sessions
+            .get_or_open(&s, "client-2", "a", Language::Python)
+            .unwrap();
+        assert!(!Arc::ptr_eq(&a, &other));
+        assert!(matches!(
+            sessions.get_or_open(&s, "client-1", "a", Language::JavaScript),
+            Err(SessionError::OtherLanguage { .. })
+        ));
+        sessions
+            .get_or_open(&s, "client-1", "b", Language::JavaScript)
+            .unwrap();
+        assert_eq!(
+            sessions
+                .get_or_open(&s, "client-1", "c", Language::Python)
+                .err(),
+            Some(SessionError::TooMany(2))
+        );
+        sessions.close("client-1", "b", &sessions.get("client-1", "b").unwrap());
+        sessions
+            .get_or_open(&s, "client-1", "c", Language::Python)
+            .unwrap();
+        assert!(matches!(
+            sessions.get_or_open(&s, "client-1", "no spaces", Language::Python),
+            Err(SessionError::BadName(_))
+        ));
+        let off = SessionSettings {
+            allowed: false,
+            ..settings(2)
+        };
+        assert_eq!(
+            sessions
+                .get_or_open(&off, "client-1", "a", Language::Python)
+                .err(),
+            Some(SessionError::NotAllowed)
+        );
+    }
+
+    #[test]
+    fn calls_are_numbered_and_their_code_kept() {
+        let session = Session::new(Language::Python);
+        assert_eq!(session.record_call("import os as q"), 1);
+        assert_eq!(session.record_call("q.getcwd()\n"), 2);
+        assert_eq!(session.history(), "import os as q\nq.getcwd()\n");
+    }
+
+    #[test]
+    fn idle_sessions_expire_and_busy_ones_wait() {
+        let sessions = Sessions::default();
+        let quick = SessionSettings {
+            idle_timeout: HumanDuration(Duration::ZERO),
+            ..settings(4)
+        };
+        let idle = sessions
+            .get_or_open(&quick, "c", "idle", Language::Python)
+            .unwrap();
+        let busy = sessions
+            .get_or_open(&quick, "c", "busy", Language::Python)
+            .unwrap();
+        let _running = busy.interpreter.try_lock().unwrap();
+        let expired = sessions.expired(&quick);
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].0, "idle");
+        assert!(idle.has_ended());
+        assert!(!busy.has_ended());
+        assert!(sessions.get("c", "busy").is_some());
+    }
+}

@@ -1,0 +1,246 @@
+//! Sessions through the MCP server: state that lasts within a session and nowhere else,
+//! the static check across calls, and every way a session ends.
+
+use crate::common;
+use crate::common::mcp_client::{is_error, structured, InProcess, TestImage};
+use serde_json::{json, Value};
+
+async fn python(server: &mut InProcess, session: Option<&str>, code: &str) -> Value {
+    let mut arguments = json!({ "code": code });
+    if let Some(name) = session {
+        arguments["session"] = json!(name);
+    }
+    server.client.call_tool("run_python_code", arguments).await
+}
+
+async fn javascript(server: &mut InProcess, session: &str, code: &str) -> Value {
+    server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({ "code": code, "session": session }),
+        )
+        .await
+}
+
+/// Code that prints whether `name` is defined (`globals()` is denied by the default
+/// policy).
+fn defined(name: &str) -> String {
+    format!("try:\n    {name}\n    print(True)\nexcept NameError:\n    print(False)")
+}
+
+fn stdout(result: &Value) -> &str {
+    structured(result)["stdout"].as_str().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_lasts_within_a_session_and_nowhere_else() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = TestImage::new("sessions", 1);
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+
+    let first = python(
+        &mut server,
+        Some("a"),
+        "import threading, time\n\
+         data = [1, 2, 3]\n\
+         open('kept.txt', 'w').write('hello')\n\
+         def tick():\n    while True: time.sleep(0.05)\n\
+         threading.Thread(target=tick, name='ticker', daemon=True).start()\n\
+         print('loaded', len(data))",
+    )
+    .await;
+    assert!(!is_error(&first), "{first}");
+    assert_eq!(stdout(&first), "loaded 3\n");
+    assert_eq!(structured(&first)["session"]["call"], 1);
+    assert_eq!(structured(&first)["session"]["ended"], Value::Null);
+
+    let second = python(
+        &mut server,
+        Some("a"),
+        "import threading\n\
+         print(sum(data), open('kept.txt').read(), [t.name for t in threading.enumerate() if t.name == 'ticker'])",
+    )
+    .await;
+    assert_eq!(stdout(&second), "6 hello ['ticker']\n", "{second}");
+    assert_eq!(structured(&second)["session"]["call"], 2);
+
+    // Another session, and a stateless run, see none of it.
+    let probe = "import os, threading\n\
+                 try:\n    data\nexcept NameError:\n    data = None\n\
+                 print(data is not None, os.path.exists('kept.txt'), [t.name for t in threading.enumerate() if t.name == 'ticker'])";
+    let other = python(&mut server, Some("b"), probe).await;
+    assert_eq!(stdout(&other), "False False []\n", "{other}");
+    let stateless = python(&mut server, None, probe).await;
+    assert_eq!(stdout(&stateless), "False False []\n", "{stateless}");
+    assert!(structured(&stateless).get("session").is_none());
+
+    // An error keeps the session; its traceback names the call and line.
+    let failing = python(&mut server, Some("a"), "x = 1\nraise KeyError('gone')").await;
+    assert_eq!(structured(&failing)["exit_code"], 1);
+    let stderr = structured(&failing)["stderr"].as_str().unwrap();
+    assert!(stderr.contains("File \"<call 3>\", line 2"), "{stderr}");
+    assert!(stderr.contains("KeyError: 'gone'"), "{stderr}");
+    assert!(!stderr.contains("python_guard"), "{stderr}");
+    assert_eq!(
+        stdout(&python(&mut server, Some("a"), "print(x, sum(data))").await),
+        "1 6\n"
+    );
+
+    // Ending it removes its container; the name then starts afresh.
+    let containers = image.containers().len();
+    let ended = server
+        .client
+        .call_tool("end_session", json!({ "session": "a" }))
+        .await;
+    assert_eq!(structured(&ended)["ended"], true, "{ended}");
+    image
+        .wait_for_containers(|now| now.len() < containers)
+        .await;
+    let fresh = python(&mut server, Some("a"), &defined("data")).await;
+    assert_eq!(stdout(&fresh), "False\n");
+    assert_eq!(structured(&fresh)["session"]["call"], 1);
+
+    assert_eq!(
+        server.close().await,
+        code_sandbox_mcp::mcp::ServeEnd::InputClosed
+    );
+    let left = image.wait_for_containers(|now| now.is_empty()).await;
+    assert!(left.is_empty(), "disconnect leaves no containers: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_sees_what_earlier_calls_bound() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = TestImage::new("session-check", 0);
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let bound = python(&mut server, Some("s"), "import os as q\nprint('ok')").await;
+    assert!(!is_error(&bound), "{bound}");
+    let misuse = python(&mut server, Some("s"), "\nq.system('id')").await;
+    assert_eq!(structured(&misuse)["status"], "denied", "{misuse}");
+    let finding = &structured(&misuse)["findings"][0];
+    assert_eq!(finding["rule"], "process-exec");
+    assert_eq!(finding["line"], 2, "the call's own line: {finding}");
+    // Without the session the same line is harmless: `q` means nothing there.
+    let alone = python(&mut server, None, "q = None\nprint(q)").await;
+    assert!(!is_error(&alone), "{alone}");
+
+    // JavaScript keeps top-level bindings, and the check follows them too.
+    let js = javascript(
+        &mut server,
+        "j",
+        "const cp = require('fs');\nlet n = 2;\nfunction twice(x) { return x * n; }",
+    )
+    .await;
+    assert!(!is_error(&js), "{js}");
+    let js2 = javascript(
+        &mut server,
+        "j",
+        "console.log(twice(21), typeof cp.readFileSync)",
+    )
+    .await;
+    assert_eq!(stdout(&js2), "42 function\n", "{js2}");
+    let alias = javascript(&mut server, "k", "const load = require;").await;
+    assert!(!is_error(&alias), "{alias}");
+    let js_bound = javascript(&mut server, "k", "load('child_process').execSync('id')").await;
+    assert_eq!(structured(&js_bound)["status"], "denied", "{js_bound}");
+    server.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_or_exited_session_ends_and_says_so() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = TestImage::new("session-end", 0);
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    python(&mut server, Some("t"), "x = 1").await;
+    let slow = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({ "code": "import time\nprint('started', flush=True)\ntime.sleep(60)", "session": "t", "timeout": 2 }),
+        )
+        .await;
+    let result = structured(&slow);
+    assert_eq!(result["timed_out"], true, "{slow}");
+    assert_eq!(result["stdout"], "started\n");
+    assert!(
+        result["session"]["ended"]
+            .as_str()
+            .unwrap()
+            .contains("time limit"),
+        "{slow}"
+    );
+    let after = python(&mut server, Some("t"), &defined("x")).await;
+    assert_eq!(stdout(&after), "False\n", "a new session: {after}");
+
+    let exits = python(
+        &mut server,
+        Some("t"),
+        "import sys\nprint('bye')\nsys.exit(3)",
+    )
+    .await;
+    assert_eq!(structured(&exits)["exit_code"], 3, "{exits}");
+    assert_eq!(stdout(&exits), "bye\n");
+    assert!(structured(&exits)["session"]["ended"]
+        .as_str()
+        .unwrap()
+        .contains("exit code 3"));
+    server.close().await;
+    let left = image.wait_for_containers(|now| now.is_empty()).await;
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_sets_whether_sessions_exist_how_many_and_how_long() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = TestImage::new("session-policy", 0);
+    let text = std::fs::read_to_string(&image.policy_path).unwrap();
+    std::fs::write(
+        &image.policy_path,
+        format!("{text}sessions:\n  max: 1\n  idle_timeout: 1s\n"),
+    )
+    .unwrap();
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    python(&mut server, Some("one"), "x = 1").await;
+    let second = python(&mut server, Some("two"), "x = 2").await;
+    assert!(is_error(&second), "{second}");
+    assert!(
+        structured(&second)["message"]
+            .as_str()
+            .unwrap()
+            .contains("sessions.max"),
+        "{second}"
+    );
+    // Idle past its limit, the first ends on its own and its container goes.
+    let left = image.wait_for_containers(|now| now.is_empty()).await;
+    assert!(
+        left.is_empty(),
+        "the idle session's container is removed: {left:?}"
+    );
+    let again = python(&mut server, Some("one"), &defined("x")).await;
+    assert_eq!(stdout(&again), "False\n", "{again}");
+    server.close().await;
+
+    std::fs::write(
+        &image.policy_path,
+        format!("{text}sessions:\n  allowed: false\n"),
+    )
+    .unwrap();
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let refused = python(&mut server, Some("one"), "print(1)").await;
+    assert!(is_error(&refused));
+    assert!(structured(&refused)["message"]
+        .as_str()
+        .unwrap()
+        .contains("turned off"));
+    assert!(image.containers().is_empty(), "nothing ran");
+    server.close().await;
+}
