@@ -1,24 +1,27 @@
 #!/usr/bin/env python3
-"""Latency of a warm `run_python_code` call through MCP, against raw Docker.
+"""Latency and throughput of the run tools through MCP, side by side with raw Docker.
 
 Usage: benches/mcp-latency.py [--binary PATH] [--policy FILE] [--runs N] [--pause SECONDS]
 
-Measures, with the standard library only (no MCP client library between the clock and
-the server):
-  mcp          tools/call run_python_code {"code": "print(1)"} over the server's stdio,
-               after warm-up calls, with a pause between calls (--pause, default 1 s) so
-               that each call finds a warm container, as an agent's calls do: policy
-               check, a fresh container from the pool, upload, exec, output, removal;
-  mcp b2b      the same back to back with no pause: calls outrun the pool's refills,
-               so this shows the cost of a cold container under load;
-  check_code   tools/call check_code, the MCP round trip and the policy check alone;
-  docker exec  `docker exec CONTAINER python3 -c 'print(1)'` into one already running
-               container (the CLI's own start-up included), the floor the issue names;
-  docker run   `docker run --rm IMAGE python3 -c 'print(1)'`, a cold container per run,
-               for context.
-Prints p50 and p95 in milliseconds for each. Needs Docker and the offline image
-(scripts/build-offline-image.sh); builds nothing itself: pass a release binary for
-numbers worth quoting (cargo build --release).
+Measures in one run, with the standard library only (no MCP client library between the
+clock and the server):
+  mcp python      tools/call run_python_code {"code": "print(1)"} over the server's stdio,
+                  calls --pause apart (default 0.5 s), as an agent's calls come: check,
+                  a warm container whose interpreter already waits, the program sent,
+                  output read, the container removed in the background;
+  exec python     `docker exec CONTAINER python3 -c 'print(1)'` into a running container
+                  (the CLI's own start included), the same pause apart: the floor the
+                  issue compares with;
+  mcp js          run_javascript_code {"code": "console.log(1)"}, likewise;
+  exec node       `docker exec CONTAINER node -e 'console.log(1)'`, likewise;
+  mcp session     run_python_code with a `session`: the interpreter stays, so a call is
+                  only the program's round trip;
+  mcp b2b         run_python_code back to back, no pause: calls outrun the refills;
+  exec b2b        `docker exec … python3 -c` back to back;
+  8 callers       8 concurrent callers over one connection: runs per second.
+Prints p50 and p95 in milliseconds for each, and the ratios the issue sets targets for.
+Needs Docker and the offline image (scripts/build-offline-image.sh); builds nothing
+itself: pass a release binary for numbers worth quoting (cargo build --release).
 """
 
 import argparse
@@ -78,16 +81,27 @@ class Server:
         return self.process.wait(timeout=60)
 
 
-def bench_mcp(binary, policy, runs, warmup, pause, tool="run_python_code"):
+def start_server(binary, policy):
     server = Server(binary, policy)
     server.request(
         "initialize",
         {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
     )
     server.notify("notifications/initialized")
-    arguments = {"code": "print(1)"}
-    if tool == "check_code":
-        arguments["language"] = "python"
+    return server
+
+
+def expect(response, stdout):
+    result = response.get("result", {})
+    structured = result.get("structuredContent", {})
+    if result.get("isError") or structured.get("stdout") != stdout:
+        sys.exit(f"unexpected result: {json.dumps(response)[:800]}")
+
+
+def bench_mcp(server, tool, code, runs, warmup, pause, session=None):
+    arguments = {"code": code}
+    if session:
+        arguments["session"] = session
     call = {"name": tool, "arguments": arguments}
     samples = []
     for i in range(warmup + runs):
@@ -95,21 +109,44 @@ def bench_mcp(binary, policy, runs, warmup, pause, tool="run_python_code"):
         started = time.perf_counter()
         response = server.request("tools/call", call)
         elapsed = (time.perf_counter() - started) * 1000
-        result = response.get("result", {})
-        structured = result.get("structuredContent", {})
-        expected = structured.get("allowed") is True if tool == "check_code" else structured.get("stdout") == "1\n"
-        if result.get("isError") or not expected:
-            server.close()
-            sys.exit(f"unexpected result: {json.dumps(response)[:800]}")
+        expect(response, "1\n")
         if i >= warmup:
             samples.append(elapsed)
-    code = server.close()
-    if code != 0:
-        print(f"warning: the server exited with {code}", file=sys.stderr)
     return samples
 
 
-def bench_docker_exec(runs, warmup, pause):
+def bench_concurrent(server, callers, total):
+    """`callers` requests in flight at once over one connection, `total` in all."""
+    call = {"name": "run_python_code", "arguments": {"code": "print(1)"}}
+    sent = done = 0
+    started = time.perf_counter()
+
+    def send():
+        nonlocal sent
+        request_id = server.next_id
+        server.next_id += 1
+        server.process.stdin.write(json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": call}) + "\n")
+        server.process.stdin.flush()
+        sent += 1
+
+    for _ in range(callers):
+        send()
+    while done < total:
+        line = server.process.stdout.readline()
+        if not line:
+            sys.exit("the server closed its stdout")
+        message = json.loads(line)
+        if "id" not in message:
+            continue
+        expect(message, "1\n")
+        done += 1
+        if sent < total:
+            send()
+    return total / (time.perf_counter() - started)
+
+
+def bench_docker_exec(command, runs, warmup, pause):
     container = subprocess.run(
         ["docker", "run", "-d", "--rm", "--network", "none", IMAGE, "sleep", "infinity"],
         check=True, capture_output=True, text=True,
@@ -120,7 +157,7 @@ def bench_docker_exec(runs, warmup, pause):
             time.sleep(pause)
             started = time.perf_counter()
             out = subprocess.run(
-                ["docker", "exec", container, "python3", "-c", "print(1)"], check=True, capture_output=True, text=True
+                ["docker", "exec", container, *command], check=True, capture_output=True, text=True
             ).stdout
             elapsed = (time.perf_counter() - started) * 1000
             assert out == "1\n", out
@@ -131,44 +168,51 @@ def bench_docker_exec(runs, warmup, pause):
         subprocess.run(["docker", "rm", "-f", container], capture_output=True)
 
 
-def bench_docker_run(runs):
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run(
-            ["docker", "run", "--rm", "--network", "none", IMAGE, "python3", "-c", "print(1)"],
-            check=True, capture_output=True,
-        )
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
-
-
 def main():
     release = os.path.join(ROOT, "target/release/code-sandbox-mcp")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--binary", default=release if os.path.exists(release) else os.path.join(ROOT, "target/debug/code-sandbox-mcp"))
     parser.add_argument("--policy", default=os.path.join(ROOT, "tests/policies/local-image.yaml"))
-    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--pause", type=float, default=1.0)
+    parser.add_argument("--pause", type=float, default=0.5)
+    parser.add_argument("--callers", type=int, default=8)
     args = parser.parse_args()
 
     print(
         f"binary: {args.binary}\npolicy: {args.policy}\n"
-        f"runs: {args.runs} (after {args.warmup} warm-up calls), pause {args.pause} s between calls\n"
+        f"runs: {args.runs} (after {args.warmup} warm-up calls), pause {args.pause} s between calls; "
+        f"cores: {os.cpu_count()}\n"
     )
-    mcp = bench_mcp(args.binary, args.policy, args.runs, args.warmup, args.pause)
-    back_to_back = bench_mcp(args.binary, args.policy, args.runs, args.warmup, 0.0)
-    check = bench_mcp(args.binary, args.policy, args.runs, args.warmup, 0.0, tool="check_code")
-    exec_samples = bench_docker_exec(args.runs, args.warmup, args.pause)
-    run_samples = bench_docker_run(max(10, args.runs // 5))
-    report("mcp", mcp)
-    report("mcp b2b", back_to_back)
-    report("check_code", check)
-    report("docker exec", exec_samples)
-    report("docker run", run_samples)
-    ratio = percentile(mcp, 50) / percentile(exec_samples, 50)
-    print(f"\nmcp p50 / docker exec p50 = {ratio:.2f}")
+    python, node = ["python3", "-c", "print(1)"], ["node", "-e", "console.log(1)"]
+    server = start_server(args.binary, args.policy)
+    time.sleep(3)  # the warm pool fills
+    results = {}
+    # Interleaved, so that a slow spell of the machine hits both sides alike.
+    results["mcp python"] = bench_mcp(server, "run_python_code", "print(1)", args.runs, args.warmup, args.pause)
+    results["exec python"] = bench_docker_exec(python, args.runs, args.warmup, args.pause)
+    results["mcp js"] = bench_mcp(server, "run_javascript_code", "console.log(1)", args.runs, args.warmup, args.pause)
+    results["exec node"] = bench_docker_exec(node, args.runs, args.warmup, args.pause)
+    results["mcp session"] = bench_mcp(server, "run_python_code", "print(1)", args.runs, args.warmup, args.pause, session="bench")
+    results["mcp b2b"] = bench_mcp(server, "run_python_code", "print(1)", args.runs, args.warmup, 0.0)
+    results["exec b2b"] = bench_docker_exec(python, args.runs, args.warmup, 0.0)
+    throughput = bench_concurrent(server, args.callers, max(40, args.runs))
+    code = server.close()
+    if code != 0:
+        print(f"warning: the server exited with {code}", file=sys.stderr)
+    for name, samples in results.items():
+        report(name, samples)
+    print(f"{args.callers} callers    {throughput:.1f} runs/s")
+
+    p50 = {name: percentile(samples, 50) for name, samples in results.items()}
+    print("\nratios of p50 (the issue's targets in brackets):")
+    for name, base, target in [
+        ("mcp python", "exec python", 0.3),
+        ("mcp js", "exec node", 0.3),
+        ("mcp session", "exec python", 0.1),
+        ("mcp b2b", "exec b2b", 1.0),
+    ]:
+        print(f"  {name} / {base} = {p50[name] / p50[base]:.2f}   [<= {target}]")
 
 
 if __name__ == "__main__":

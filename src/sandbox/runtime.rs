@@ -535,14 +535,22 @@ impl Runtime {
         image: &str,
         id: String,
     ) -> Result<String, SandboxError> {
+        // The image's first container probes it; the others are set up from that.
+        let known = self
+            .interpreters
+            .lock()
+            .expect("interpreters lock")
+            .get(image)
+            .cloned();
         let probed = exec::run_as_root(
             docker,
             &id,
-            &guard::install_script(),
-            guard::install_input(),
+            &guard::install_script(known.as_ref()),
+            guard::install_input(known.as_ref()),
         )
         .await;
         match probed {
+            Ok(_) if known.is_some() => Ok(id),
             Ok(text) => {
                 self.interpreters
                     .lock()
