@@ -496,23 +496,6 @@ mod checked {
         })
     }
 
-    /// Python's dotted module names, or npm package names (`lodash`, `@scope/pkg`).
-    pub fn module_names<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
-        check(d, |names: &Vec<String>| {
-            for name in names {
-                let valid = !name.is_empty()
-                    && !name.starts_with('.')
-                    && name
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "._-@/".contains(c));
-                if !valid {
-                    return Err(format!("`{name}` is not a module name"));
-                }
-            }
-            Ok(())
-        })
-    }
-
     pub fn image<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
         check(d, |image: &String| {
             if image.trim().is_empty() || image.contains(char::is_whitespace) {
@@ -542,30 +525,56 @@ mod checked {
     pub fn variable_names<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Option<Vec<String>>, D::Error> {
-        struct Names;
+        names(d, "a list of environment variable names", |name| {
+            let valid = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if valid {
+                Ok(())
+            } else {
+                Err(format!("`{name}` is not an environment variable name"))
+            }
+        })
+    }
+
+    /// Python's dotted module names, or npm package names (`lodash`, `@scope/pkg`).
+    pub fn module_names<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+        names(d, "a list of module names", |name| {
+            let valid = !name.is_empty()
+                && !name.starts_with('.')
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-@/:".contains(c));
+            if valid {
+                Ok(())
+            } else {
+                Err(format!("`{name}` is not a module name"))
+            }
+        })
+    }
+
+    /// A list of strings, each checked within the visit of its own scalar (so an error
+    /// points at the element at fault).
+    fn names<'de, D: Deserializer<'de>>(
+        d: D,
+        expecting: &'static str,
+        valid: fn(&String) -> Result<(), String>,
+    ) -> Result<Option<Vec<String>>, D::Error> {
+        struct Names(&'static str, fn(&String) -> Result<(), String>);
         impl<'de> Visitor<'de> for Names {
             type Value = Vec<String>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list of environment variable names")
+                f.write_str(self.0)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let mut names = Vec::new();
-                while let Some(name) = seq.next_element_seed(Checked(|name: &String| {
-                    let valid = !name.is_empty()
-                        && !name.starts_with(|c: char| c.is_ascii_digit())
-                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                    if valid {
-                        Ok(())
-                    } else {
-                        Err(format!("`{name}` is not an environment variable name"))
-                    }
-                }))? {
+                while let Some(name) = seq.next_element_seed(Checked(self.1))? {
                     names.push(name);
                 }
                 Ok(names)
             }
         }
-        d.deserialize_seq(Names).map(Some)
+        d.deserialize_seq(Names(expecting, valid)).map(Some)
     }
 
     pub fn rule_id<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

@@ -270,12 +270,16 @@ impl Runtime {
             }
         }
         let call = session.record_call(&request.code);
+        let (code, awaits) = match language {
+            Language::Python => (request.code.clone(), false),
+            Language::JavaScript => crate::analysis::javascript::session_script(&request.code),
+        };
         let program = Program {
             file: "",
-            code: request.code.as_bytes().to_vec(),
+            code: code.into_bytes(),
             env: request.env.clone(),
             tap: request.tap.clone(),
-            call: Some((call, false)),
+            call: Some((call, awaits)),
         };
         let token = format!("{}-{call}-{}", self.instance.id, end_token_salt());
         let interpreter = slot.as_mut().expect("the session's interpreter");

@@ -78,6 +78,27 @@ fn a_project_file_changes_only_what_it_names() {
 }
 
 #[test]
+fn sessions_and_preloads_have_defaults_a_project_can_change() {
+    let dir = scratch("sessions");
+    let defaults = load(&dir, "defaults.yaml", "version: 1\n").unwrap();
+    assert!(defaults.sessions.allowed);
+    assert_eq!(defaults.sessions.max, 4);
+    assert_eq!(defaults.sessions.idle_timeout.0, Duration::from_secs(600));
+    assert!(defaults.pool.preload.python.is_empty());
+    let changed = load(
+        &dir,
+        "changed.yaml",
+        "sessions:\n  allowed: false\n  max_lifetime: 5m\npool:\n  preload:\n    python: [numpy, pandas]\n    javascript: [\"@scope/pkg\"]\n",
+    )
+    .unwrap();
+    assert!(!changed.sessions.allowed);
+    assert_eq!(changed.sessions.max_lifetime.0, Duration::from_secs(300));
+    assert_eq!(changed.sessions.max, 4, "what is not named is inherited");
+    assert_eq!(changed.pool.preload.python, ["numpy", "pandas"]);
+    assert_eq!(changed.pool.preload.javascript, ["@scope/pkg"]);
+}
+
+#[test]
 fn a_switched_off_rule_reports_nothing() {
     let dir = scratch("off");
     let policy = load(
@@ -190,6 +211,10 @@ fn errors_name_file_line_column_and_key() {
         ("env:\n  pass_through: [\"MY KEY\"]\n", "env.yaml:2", &["not an environment variable name"]),
         ("rules:\n  - id: network\n    action: off\n  - id: network\n    action: warn\n", "dup.yaml:4", &["listed twice"]),
         ("limits: [1, 2\n", "syntax.yaml:", &[]),
+        ("pool:\n  preload:\n    python: [numpy, subprocess]\n", "preload.yaml:3", &["pool.preload.python", "`subprocess` is denied by the rule `process-exec`"]),
+        ("pool:\n  preload:\n    python: [\"os; x\"]\n", "modname.yaml:3", &["not a module name"]),
+        ("sessions:\n  idle_timeout: 0s\n", "idle.yaml:2", &["sessions.idle_timeout", "above 0"]),
+        ("sessions:\n  max: 0\n", "smax.yaml:2", &["sessions.max", "at least 1"]),
     ];
     for (text, location, needles) in cases {
         let file = location.split(':').next().unwrap();

@@ -535,6 +535,48 @@ async fn the_warm_pool_fills_and_refills() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preloaded_modules_are_imported_before_the_call() {
+    require_docker!();
+    let sandbox = Sandbox::new(policy(|p| {
+        p.pool.preload.python = vec!["decimal".into(), "no_such_module".into()];
+        p.pool.preload.javascript = vec!["node:zlib".into()];
+    }));
+    sandbox.warm_up().await;
+    let python = run(
+        &sandbox,
+        Language::Python,
+        "import sys\nprint('decimal' in sys.modules)",
+    )
+    .await;
+    assert_eq!(python.stdout, "True\n", "{python:?}");
+    // A module the image lacks is said on stderr; the run goes on.
+    assert!(
+        python
+            .stderr
+            .contains("pool.preload: cannot import no_such_module"),
+        "{python:?}"
+    );
+    let cold = Sandbox::new(policy(|_| {}));
+    let plain = run(
+        &cold,
+        Language::Python,
+        "import sys\nprint('decimal' in sys.modules)",
+    )
+    .await;
+    assert_eq!(
+        plain.stdout, "False\n",
+        "not preloaded unless asked: {plain:?}"
+    );
+    let loaded = "console.log(process.moduleLoadList.includes('NativeModule zlib'))";
+    let node = run(&sandbox, Language::JavaScript, loaded).await;
+    assert_eq!(node.stdout, "true\n", "{node:?}");
+    let plain = run(&cold, Language::JavaScript, loaded).await;
+    assert_eq!(plain.stdout, "false\n", "{plain:?}");
+    finish(sandbox).await;
+    finish(cold).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_warm_pool_grows_with_demand_up_to_max_concurrent() {
     require_docker!();
     let sandbox = Sandbox::new(policy(|p| {

@@ -129,6 +129,30 @@ async fn the_check_sees_what_earlier_calls_bound() {
     let alone = python(&mut server, None, "q = None\nprint(q)").await;
     assert!(!is_error(&alone), "{alone}");
 
+    // What the static check cannot see, the session's audit hook still stops.
+    let armed = python(
+        &mut server,
+        Some("s"),
+        "import logging.config\nhandler = {'command': 'id'}\nhandler['()'] = 'os.' + 'system'",
+    )
+    .await;
+    assert!(!is_error(&armed), "{armed}");
+    let fired = python(
+        &mut server,
+        Some("s"),
+        "logging.config.dictConfig({'version': 1, 'handlers': {'h': handler}})",
+    )
+    .await;
+    assert_eq!(structured(&fired)["status"], "blocked", "{fired}");
+    assert_eq!(
+        structured(&fired)["findings"][0]["layer"],
+        "python-audit-hook"
+    );
+    assert!(
+        structured(&fired)["session"]["ended"].is_string(),
+        "{fired}"
+    );
+
     // JavaScript keeps top-level bindings, and the check follows them too.
     let js = javascript(
         &mut server,
@@ -148,6 +172,42 @@ async fn the_check_sees_what_earlier_calls_bound() {
     assert!(!is_error(&alias), "{alias}");
     let js_bound = javascript(&mut server, "k", "load('child_process').execSync('id')").await;
     assert_eq!(structured(&js_bound)["status"], "denied", "{js_bound}");
+    server.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn javascript_sessions_keep_imports_and_awaited_values() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = TestImage::new("session-js", 0);
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let first = javascript(
+        &mut server,
+        "js",
+        "import os from 'node:os';\nimport { join } from 'node:path';\nconst answer = await Promise.resolve(42);\nclass Box { constructor(v) { this.v = v } }",
+    )
+    .await;
+    assert!(!is_error(&first), "{first}");
+    assert_eq!(structured(&first)["exit_code"], 0, "{first}");
+    let second = javascript(
+        &mut server,
+        "js",
+        "console.log(typeof os.cpus, join('a', 'b'), answer, new Box(1).v)",
+    )
+    .await;
+    assert_eq!(stdout(&second), "function a/b 42 1\n", "{second}");
+    let thrown = javascript(&mut server, "js", "\nthrow new Error('boom')").await;
+    assert_eq!(structured(&thrown)["exit_code"], 1);
+    let stderr = structured(&thrown)["stderr"].as_str().unwrap();
+    assert!(
+        stderr.contains("Error: boom") && stderr.contains("<call 3>:2"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("node_guard"), "{stderr}");
+    // The session outlives an error; the run-time layers hold throughout.
+    let blocked = javascript(&mut server, "js", "process.binding('spawn_sync')").await;
+    assert_eq!(structured(&blocked)["status"], "denied", "{blocked}");
     server.close().await;
 }
 

@@ -25,6 +25,7 @@ mod module_system;
 mod modules;
 mod paths;
 mod scope;
+mod session_script;
 mod strings;
 mod syntax;
 mod values;
@@ -60,6 +61,8 @@ fn parse(source: &str) -> Option<Tree> {
         slot.as_mut()?.parse(source, None)
     })
 }
+
+pub use session_script::session_script;
 
 /// Analyses one JavaScript snippet (script, CommonJS or ES module) and tells which
 /// module system it needs. Code that cannot be read never runs; it is called CommonJS.

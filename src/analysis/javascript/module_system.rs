@@ -34,19 +34,35 @@ fn is_function_boundary(kind: &str) -> bool {
     )
 }
 
-/// An iterative walk (a recursive one could overflow on deeply nested input).
 fn needs_module(root: Node<'_>) -> bool {
+    find_at_top_level(root, |node| match node.kind() {
+        "import_statement" | "export_statement" => true,
+        // `import.meta`; `new.target` is also a meta_property but is legal anywhere.
+        "meta_property" => is_import_meta(node),
+        _ => is_top_level_await(node),
+    })
+}
+
+/// True when the code awaits outside any function (which only a module, or a REPL
+/// that wraps the code, allows).
+pub fn has_top_level_await(root: Node<'_>) -> bool {
+    find_at_top_level(root, is_top_level_await)
+}
+
+/// `await x`, or `for await (… of …)`, met outside every function body.
+fn is_top_level_await(node: Node<'_>) -> bool {
+    node.kind() == "await_expression"
+        || (node.kind() == "for_in_statement" && has_await_keyword(node))
+}
+
+/// Whether `wanted` holds for a node outside every function body. An iterative walk
+/// (a recursive one could overflow on deeply nested input).
+fn find_at_top_level(root: Node<'_>, wanted: impl Fn(Node<'_>) -> bool) -> bool {
     // (node, inside a function body)
     let mut stack = vec![(root, false)];
     while let Some((node, in_function)) = stack.pop() {
-        match node.kind() {
-            "import_statement" | "export_statement" => return true,
-            // `import.meta`; `new.target` is also a meta_property but is legal anywhere.
-            "meta_property" if is_import_meta(node) => return true,
-            "await_expression" if !in_function => return true,
-            // `for await (… of …)` at top level.
-            "for_in_statement" if !in_function && has_await_keyword(node) => return true,
-            _ => {}
+        if !in_function && wanted(node) {
+            return true;
         }
         let in_function = in_function || is_function_boundary(node.kind());
         let mut cursor = node.walk();

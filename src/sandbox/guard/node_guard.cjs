@@ -312,6 +312,16 @@
     });
   }
   const writeAll = (fd, text) => writeSync(fd, text);
+  // What the policy preloads is loaded now, resolved as the snippet would resolve it,
+  // so its cost is paid before the call; one that fails is said once, on stderr.
+  const preloadRequire = createRequire(mainDir + '[preload]');
+  for (const name of settings.preload || []) {
+    try {
+      preloadRequire(name);
+    } catch (error) {
+      writeAll(2, `code-sandbox-mcp: pool.preload: cannot load ${name} (${error && error.message})\n`);
+    }
+  }
   const applyEnv = (env) => {
     for (const key of ownNames(env || {})) process.env[key] = env[key];
   };
