@@ -17,7 +17,8 @@ pub fn run_tool_description(policy: &Policy, language: Language, env_names: &[St
     let (display, how_to_print) = (language.spec().display, language.spec().print_hint);
     let mut text = format!(
         "Run a {display} program in a fresh, locked-down container and get back its exit code, \
-         stdout and stderr. Show results with {how_to_print}; nothing is kept between calls.\n\
+         stdout and stderr. Show results with {how_to_print}; nothing is kept between calls \
+         unless they name a session (below).\n\
          \n\
          The code is checked against the sandbox policy before it runs. If the policy denies \
          something, nothing runs and the error lists each finding with its rule, line, column \

@@ -1,8 +1,9 @@
 //! One sandbox container: the policy's limits turned into a `HostConfig`, the labels
 //! that mark it as ours, and its creation and removal.
 //!
-//! A container is a long `sleep` as PID 1 in a locked-down box; code runs in it through
-//! `exec` (see `exec.rs`), once, and then the container is removed. Everything that makes
+//! A container is a long `sleep` as PID 1 in a locked-down box; the interpreter runs in
+//! it through one `exec` started ahead of the call (see `exec.rs`), once (or for a
+//! session's calls), and then the container is removed. Everything that makes
 //! it safe is set here, from the policy, so `docker inspect` on any sandbox container
 //! shows exactly what the policy asked for.
 

@@ -7,14 +7,18 @@
 //!   tries again.
 //! - `warm_up` fills the warm pool (best effort, logs only) and returns once it is full;
 //!   a caller that must not wait spawns it.
-//! - `run` takes one fresh container, runs the code, removes the container, and returns
-//!   the outcome; `cancel` kills the run and removes its container.
+//! - `run` takes one fresh container (its interpreter already waiting under the guard),
+//!   runs the code, removes the container, and returns the outcome; `cancel` kills the
+//!   run and removes its container.
+//! - `run_in_session` runs the code in a named session's container instead, which stays
+//!   (see `session`) until the session ends.
 //! - `shutdown` removes every container this instance created.
 //!
 //! Below the contract, split by concern: `engine` (sockets, API version), `container`
 //! (limits → `HostConfig`, labels), `instance` (ownership, dead-instance sweep), `pool`
-//! (warm containers), `exec` (code in, output out, timeout, OOM), `output` (the capped
-//! capture), and `runtime` (all of it together).
+//! (warm interpreters), `exec` (the waiting interpreter; code in, output out, timeout,
+//! OOM), `output` (the capped capture), `session` (named sessions), and `runtime` (all
+//! of it together).
 
 mod container;
 mod engine;

@@ -296,12 +296,14 @@ impl Runtime {
         .await;
         session.touch();
         let ended = result.as_ref().map_or(true, |executed| executed.ended);
+        // Read while the container is still there: the OOM evidence is in its cgroup.
+        let outcome = self.outcome(&docker, &id, result).await;
         if ended {
             *slot = None;
             self.end(&docker, owner, name, &session).await;
         }
         drop(slot);
-        let outcome = self.outcome(&docker, &id, result).await?;
+        let outcome = outcome?;
         let ended = ended.then(|| {
             if outcome.timed_out {
                 "the call reached its time limit, so the session was ended".to_string()

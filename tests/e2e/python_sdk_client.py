@@ -51,7 +51,7 @@ async def main(binary: str, policy: str, tag: str) -> None:
             print("ok: initialize", init.protocol_version)
 
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-            assert set(tools) == {"run_python_code", "run_javascript_code", "check_code"}, tools
+            assert set(tools) == {"run_python_code", "run_javascript_code", "check_code", "end_session"}, tools
             assert tools["check_code"].annotations.read_only_hint is True
             assert tools["run_python_code"].annotations.open_world_hint is False
             assert "exit_code" in tools["run_python_code"].output_schema["properties"]
@@ -125,6 +125,19 @@ async def main(binary: str, policy: str, tag: str) -> None:
             result = await session.call_tool("check_code", {"code": "print(1)", "language": "python"})
             assert result.structured_content["allowed"] is True, result
             print("ok: cancellation")
+
+            # A session keeps its variables from one call to the next, until ended.
+            first = await session.call_tool(
+                "run_python_code", {"code": "rows = [3, 4]\nprint(len(rows))", "session": "sdk"}
+            )
+            assert first.structured_content["stdout"] == "2\n", first
+            second = await session.call_tool("run_python_code", {"code": "print(sum(rows))", "session": "sdk"})
+            assert second.structured_content["stdout"] == "7\n", second
+            assert second.structured_content["session"]["call"] == 2, second
+            ended = await session.call_tool("end_session", {"session": "sdk"})
+            assert ended.structured_content["ended"] is True, ended
+            await wait_for(lambda: containers_of(tag) == [], "the session's container to go")
+            print("ok: session")
     print("ok: session closed")
 
 

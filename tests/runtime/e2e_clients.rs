@@ -130,7 +130,7 @@ fn tempdir(name: &str) -> PathBuf {
 }
 
 #[test]
-fn the_official_python_sdk_drives_both_run_tools_a_denial_a_timeout_and_cancellation() {
+fn the_official_python_sdk_drives_both_run_tools_a_denial_a_timeout_cancellation_and_a_session() {
     if !common::docker_ready() {
         return;
     }
@@ -155,6 +155,7 @@ fn the_official_python_sdk_drives_both_run_tools_a_denial_a_timeout_and_cancella
         "ok: denial",
         "ok: timeout",
         "ok: cancellation",
+        "ok: session",
         "ok: session closed",
     ] {
         assert!(
@@ -192,7 +193,7 @@ fn the_fastmcp_readme_example_runs_as_written() {
         "the fastmcp example failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert!(
-        stdout.contains("tools: check_code, run_javascript_code, run_python_code"),
+        stdout.contains("tools: check_code, end_session, run_javascript_code, run_python_code"),
         "{stdout}"
     );
     assert!(stdout.contains("stdout: 6"), "{stdout}");
@@ -242,7 +243,12 @@ fn the_inspector_cli_lists_the_tools_runs_code_and_sees_a_denial() {
         .collect();
     assert_eq!(
         names,
-        ["check_code", "run_javascript_code", "run_python_code"],
+        [
+            "check_code",
+            "end_session",
+            "run_javascript_code",
+            "run_python_code"
+        ],
         "{tools}"
     );
 

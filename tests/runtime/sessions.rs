@@ -257,6 +257,43 @@ async fn a_timed_out_or_exited_session_ends_and_says_so() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_out_of_memory_call_ends_its_session_and_says_so() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = TestImage::new("session-oom", 0);
+    let text = std::fs::read_to_string(&image.policy_path).unwrap();
+    std::fs::write(
+        &image.policy_path,
+        format!("{text}limits:\n  memory: 64MiB\n"),
+    )
+    .unwrap();
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    python(&mut server, Some("m"), "kept = 1").await;
+    let hog = python(
+        &mut server,
+        Some("m"),
+        "print('before', flush=True)\nx = bytearray(400 * 1024 * 1024)",
+    )
+    .await;
+    let result = structured(&hog);
+    assert_eq!(result["oom_killed"], true, "{hog}");
+    assert_eq!(result["stdout"], "before\n");
+    assert!(
+        result["session"]["ended"]
+            .as_str()
+            .unwrap()
+            .contains("out of memory"),
+        "{hog}"
+    );
+    let after = python(&mut server, Some("m"), &defined("kept")).await;
+    assert_eq!(stdout(&after), "False\n", "a new session: {after}");
+    server.close().await;
+    let left = image.wait_for_containers(|now| now.is_empty()).await;
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_policy_sets_whether_sessions_exist_how_many_and_how_long() {
     if !common::docker_ready() {
         return;

@@ -5,7 +5,7 @@
 //!   mapping CPython's audit events to the policy's deny rules, then runs the snippet;
 //! - Node: the permission model (no child processes, workers, addons, WASI; writes only
 //!   to the scratch directories), `--disallow-code-generation-from-strings`, and
-//!   `node_guard.cjs`, a preload that refuses denied built-in modules and internals;
+//!   `node_guard.cjs`, the main module (it starts the snippet), which refuses denied built-in modules and internals;
 //! - both: `exec-guard` (exec_guard.rs), a seccomp filter stacked on the engine's own
 //!   profile: always without io_uring, userfaultfd, bpf, ptrace and the like, and, as
 //!   the kernel floor under a rule that denies starting processes, without fork or exec.
@@ -417,7 +417,7 @@ impl Guard {
         Ok((argv, env))
     }
 
-    /// True when a deny rule covers running code from strings: the Node preload then
+    /// True when a deny rule covers running code from strings: the Node guard then
     /// installs module hooks that refuse `data:` imports and files the snippet wrote.
     fn refuses_code_from_files(&self) -> bool {
         self.codegen.is_some()

@@ -1,6 +1,9 @@
-// The policy inside a Node sandbox: a preload (`node --require node_guard.cjs`) that runs
-// before the snippet's first line, beside Node's permission model and
-// `--disallow-code-generation-from-strings`, which the runtime sets from the same policy.
+// The policy inside a Node sandbox: Node's main module, started when the container is
+// made, beside Node's permission model and `--disallow-code-generation-from-strings`,
+// which the runtime sets from the same policy. Once installed it loads what the policy
+// preloads and waits for the program on stdin (a header line of JSON, then the code):
+// it writes the snippet's file and starts it as the main module in its place, or, in a
+// session, runs call after call in this one context.
 //
 // It refuses what those two do not cover:
 // - built-in modules a deny rule names (`vm`, `inspector`, `child_process`, …), by every

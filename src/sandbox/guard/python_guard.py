@@ -1,9 +1,12 @@
 """The policy inside a Python sandbox: audit hooks installed before the snippet's first line.
 
-Started as `python3 -u -B python_guard.py SETTINGS_JSON /sandbox/main.py`. It compiles
-the snippet, installs one `sys.addaudithook` hook that maps CPython's audit events to
-the policy's deny rules (given in SETTINGS_JSON), then runs the snippet as `__main__`,
-exactly as `python3 main.py` would. A denied event writes one marker line to stderr
+Started (imported) with `SETTINGS_JSON /sandbox/main.py` as its arguments when the
+container is made, before any code is known. It installs one `sys.addaudithook` hook
+that maps CPython's audit events to the policy's deny rules (given in SETTINGS_JSON),
+imports what the policy preloads, then waits for the program on stdin: one header line
+of JSON (`file`, `len`, `env`) and exactly `len` bytes of code. It writes the code to
+/sandbox/main.py and runs it as `__main__`, exactly as `python3 main.py` would. In a
+session (`"session": true`) it runs call after call in one namespace instead. A denied event writes one marker line to stderr
 (rule, layer, what was attempted, the snippet's line) and ends the process at once with
 exit status 126: the snippet cannot catch or undo it.
 
