@@ -138,34 +138,7 @@ impl Runtime {
         request: RunRequest,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
-        if self.closing.is_cancelled() {
-            return Err(SandboxError::ShuttingDown);
-        }
-        // Calls beyond `pool.max_concurrent` wait here, in order; they never fail.
-        let permit = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
-            permit = self.permits.clone().acquire_owned() => Arc::new(permit
-                .map_err(|_| SandboxError::ShuttingDown)?),
-        };
-        let docker = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
-            docker = self.docker() => docker?,
-        };
-        let image = self
-            .policy
-            .images
-            .for_language(request.language())
-            .to_string();
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
-            ready = self.ensure_image(&docker, &image) => ready?,
-        };
-        let limit = self.policy.limits.timeout();
-        let timeout = request.timeout.map_or(limit, |wanted| wanted.min(limit));
-
+        let (permit, docker, timeout) = self.admit(&request, &cancel).await?;
         let language = request.language();
         let mut interpreter = self
             .interpreter_for(&docker, language, &cancel, &permit)
@@ -204,17 +177,17 @@ impl Runtime {
         outcome
     }
 
-    pub async fn run_in_session(
+    /// What every run waits for before it may start: its turn (calls beyond
+    /// `pool.max_concurrent` wait here, in order; they never fail), the engine, and its
+    /// image. Returns the turn, the engine and the run's wall-clock limit.
+    async fn admit(
         self: &Arc<Self>,
-        owner: &str,
-        name: &str,
-        request: RunRequest,
-        cancel: CancellationToken,
-    ) -> Result<SessionCall, SandboxError> {
+        request: &RunRequest,
+        cancel: &CancellationToken,
+    ) -> Result<(Permit, Docker, Duration), SandboxError> {
         if self.closing.is_cancelled() {
             return Err(SandboxError::ShuttingDown);
         }
-        let language = request.language();
         let permit = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
@@ -226,14 +199,26 @@ impl Runtime {
             _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
             docker = self.docker() => docker?,
         };
-        let image = self.policy.images.for_language(language).to_string();
+        let image = self.policy.images.for_language(request.language());
         tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
-            ready = self.ensure_image(&docker, &image) => ready?,
+            ready = self.ensure_image(&docker, image) => ready?,
         };
         let limit = self.policy.limits.timeout();
         let timeout = request.timeout.map_or(limit, |wanted| wanted.min(limit));
+        Ok((permit, docker, timeout))
+    }
+
+    pub async fn run_in_session(
+        self: &Arc<Self>,
+        owner: &str,
+        name: &str,
+        request: RunRequest,
+        cancel: CancellationToken,
+    ) -> Result<SessionCall, SandboxError> {
+        let language = request.language();
+        let (permit, docker, timeout) = self.admit(&request, &cancel).await?;
         // A session that ends while this call waits for it (idle, or asked to) is
         // replaced by a new one of the same name.
         let (session, mut slot) = loop {

@@ -29,6 +29,15 @@ fn defined(name: &str) -> String {
     format!("try:\n    {name}\n    print(True)\nexcept NameError:\n    print(False)")
 }
 
+/// A server on a test image of its own, its policy the test policy plus `extra` YAML.
+async fn server_with(name: &str, extra: &str) -> (TestImage, InProcess) {
+    let image = TestImage::new(name, 0);
+    let text = std::fs::read_to_string(&image.policy_path).unwrap();
+    std::fs::write(&image.policy_path, format!("{text}{extra}")).unwrap();
+    let server = InProcess::start(&image.policy_path, Vec::new()).await;
+    (image, server)
+}
+
 fn stdout(result: &Value) -> &str {
     structured(result)["stdout"].as_str().unwrap_or_default()
 }
@@ -116,8 +125,7 @@ async fn the_check_sees_what_earlier_calls_bound() {
     if !common::docker_ready() {
         return;
     }
-    let image = TestImage::new("session-check", 0);
-    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let (_image, mut server) = server_with("session-check", "").await;
     let bound = python(&mut server, Some("s"), "import os as q\nprint('ok')").await;
     assert!(!is_error(&bound), "{bound}");
     let misuse = python(&mut server, Some("s"), "\nq.system('id')").await;
@@ -180,8 +188,7 @@ async fn javascript_sessions_keep_imports_and_awaited_values() {
     if !common::docker_ready() {
         return;
     }
-    let image = TestImage::new("session-js", 0);
-    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let (_image, mut server) = server_with("session-js", "").await;
     let first = javascript(
         &mut server,
         "js",
@@ -216,8 +223,7 @@ async fn a_timed_out_or_exited_session_ends_and_says_so() {
     if !common::docker_ready() {
         return;
     }
-    let image = TestImage::new("session-end", 0);
-    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let (image, mut server) = server_with("session-end", "").await;
     python(&mut server, Some("t"), "x = 1").await;
     let slow = server
         .client
@@ -261,14 +267,7 @@ async fn an_out_of_memory_call_ends_its_session_and_says_so() {
     if !common::docker_ready() {
         return;
     }
-    let image = TestImage::new("session-oom", 0);
-    let text = std::fs::read_to_string(&image.policy_path).unwrap();
-    std::fs::write(
-        &image.policy_path,
-        format!("{text}limits:\n  memory: 64MiB\n"),
-    )
-    .unwrap();
-    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let (image, mut server) = server_with("session-oom", "limits:\n  memory: 64MiB\n").await;
     python(&mut server, Some("m"), "kept = 1").await;
     let hog = python(
         &mut server,
@@ -298,14 +297,11 @@ async fn the_policy_sets_whether_sessions_exist_how_many_and_how_long() {
     if !common::docker_ready() {
         return;
     }
-    let image = TestImage::new("session-policy", 0);
-    let text = std::fs::read_to_string(&image.policy_path).unwrap();
-    std::fs::write(
-        &image.policy_path,
-        format!("{text}sessions:\n  max: 1\n  idle_timeout: 1s\n"),
+    let (image, mut server) = server_with(
+        "session-policy",
+        "sessions:\n  max: 1\n  idle_timeout: 1s\n",
     )
-    .unwrap();
-    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    .await;
     python(&mut server, Some("one"), "x = 1").await;
     let second = python(&mut server, Some("two"), "x = 2").await;
     assert!(is_error(&second), "{second}");
@@ -326,12 +322,7 @@ async fn the_policy_sets_whether_sessions_exist_how_many_and_how_long() {
     assert_eq!(stdout(&again), "False\n", "{again}");
     server.close().await;
 
-    std::fs::write(
-        &image.policy_path,
-        format!("{text}sessions:\n  allowed: false\n"),
-    )
-    .unwrap();
-    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let (image, mut server) = server_with("session-off", "sessions:\n  allowed: false\n").await;
     let refused = python(&mut server, Some("one"), "print(1)").await;
     assert!(is_error(&refused));
     assert!(structured(&refused)["message"]

@@ -535,11 +535,21 @@ def _main(install, print_exception):
     with open(main_path, "wb") as handle:
         handle.write(source)
     namespace.update({"__file__": main_path, "__cached__": None})
+    if _run(source, main_path, namespace, running, print_exception):
+        sys.exit(1)
+
+
+def _run(source, filename, namespace, running, print_exception):
+    """Compiles and runs one program (or session call) in `namespace`; returns 1 when
+    it failed (the traceback printed as Python prints it), else 0. `SystemExit` goes
+    through: it ends the interpreter, as it would end `python3 main.py`."""
+    import sys
+
     try:
-        code = compile(source, main_path, "exec", dont_inherit=True)
+        code = compile(source, filename, "exec", dont_inherit=True)
     except SyntaxError:
         print_exception(sys.exc_info(), skip=0)
-        sys.exit(1)
+        return 1
     running(code)
     try:
         exec(code, namespace)
@@ -547,7 +557,8 @@ def _main(install, print_exception):
         raise
     except BaseException:
         print_exception(sys.exc_info(), skip=1)
-        sys.exit(1)
+        return 1
+    return 0
 
 
 def _serve_session(control, running, namespace, print_exception):
@@ -573,21 +584,7 @@ def _serve_session(control, running, namespace, print_exception):
         text = source.decode("utf-8", "replace")
         # Tracebacks show the call's lines: no file is written for it.
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
-        status = 0
-        try:
-            code = compile(source, name, "exec", dont_inherit=True)
-        except SyntaxError:
-            print_exception(sys.exc_info(), skip=0)
-            status = 1
-        else:
-            running(code)
-            try:
-                exec(code, namespace)
-            except SystemExit:
-                raise
-            except BaseException:
-                print_exception(sys.exc_info(), skip=1)
-                status = 1
+        status = _run(source, name, namespace, running, print_exception)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
