@@ -1,17 +1,22 @@
 //! One sandbox container: the policy's limits turned into a `HostConfig`, the labels
 //! that mark it as ours, and its creation and removal.
 //!
-//! A container is a long `sleep` as PID 1 in a locked-down box; the interpreter runs in
-//! it through one `exec` started ahead of the call (see `exec.rs`), once (or for a
-//! session's calls), and then the container is removed. Everything that makes
-//! it safe is set here, from the policy, so `docker inspect` on any sandbox container
-//! shows exactly what the policy asked for.
+//! A container's main process is the interpreter, under the guard, started ahead of the
+//! call and attached so that it waits for its program on stdin (see `exec.rs`); it runs
+//! once (or a session's calls), and then the container is removed. The guard's files
+//! come from a volume this instance fills once per image (`setup_body`), mounted
+//! read-only. Everything that makes it safe is set here, from the policy, so
+//! `docker inspect` on any sandbox container shows exactly what the policy asked for.
 
 use super::instance::Instance;
 use super::SandboxError;
 use crate::policy::{NetworkMode, Policy};
-use bollard::models::{ContainerCreateBody, HostConfig};
-use bollard::query_parameters::RemoveContainerOptionsBuilder;
+use bollard::container::AttachContainerResults;
+use bollard::models::VolumeCreateRequest;
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
+use bollard::query_parameters::{
+    AttachContainerOptions, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
+};
 use bollard::Docker;
 use std::collections::HashMap;
 
@@ -34,8 +39,22 @@ pub const SANDBOX_USER: &str = "65534:65534";
 /// The working directory, a tmpfs; the code file is written there.
 pub const WORKDIR: &str = "/sandbox";
 
+/// What a sandbox container runs as its main process, and where the guard's files are.
+#[derive(Debug, Clone)]
+pub struct MainProcess {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// The volume holding the guard files, mounted read-only at the guard's place.
+    pub guard_volume: String,
+}
+
 /// The create request for one sandbox container of `image` under `policy`.
-pub fn create_body(policy: &Policy, image: &str, instance: &Instance) -> ContainerCreateBody {
+pub fn create_body(
+    policy: &Policy,
+    image: &str,
+    instance: &Instance,
+    main: &MainProcess,
+) -> ContainerCreateBody {
     let limits = &policy.limits;
     let tmpfs_options = format!(
         "rw,nosuid,nodev,noexec,size={},mode=1777",
@@ -44,12 +63,6 @@ pub fn create_body(policy: &Policy, image: &str, instance: &Instance) -> Contain
     let tmpfs = HashMap::from([
         (WORKDIR.to_string(), tmpfs_options.clone()),
         ("/tmp".to_string(), tmpfs_options),
-        // The guard files: root-owned, so the sandbox user can run but not change them;
-        // the only writable place that allows exec, and only root writes there.
-        (
-            super::guard::INSTALL_DIR.to_string(),
-            "rw,nosuid,nodev,exec,size=16m,mode=0755".to_string(),
-        ),
     ]);
     let memory = i64::try_from(limits.memory.bytes()).unwrap_or(i64::MAX);
     let host_config = HostConfig {
@@ -62,6 +75,11 @@ pub fn create_body(policy: &Policy, image: &str, instance: &Instance) -> Contain
         ),
         readonly_rootfs: Some(true),
         tmpfs: Some(tmpfs),
+        // The guard files: root-owned and read-only to everyone in the container.
+        mounts: Some(vec![guard_mount(&main.guard_volume, true)]),
+        // A minimal init as PID 1 reaps orphans and passes signals on, so the
+        // interpreter behaves as it does anywhere else (not as a PID 1 would).
+        init: Some(true),
         cap_drop: Some(vec!["ALL".to_string()]),
         security_opt: Some(vec!["no-new-privileges".to_string()]),
         pids_limit: Some(i64::from(limits.pids)),
@@ -74,40 +92,96 @@ pub fn create_body(policy: &Policy, image: &str, instance: &Instance) -> Contain
         runtime: policy.runtime.clone(),
         ..Default::default()
     };
+    let mut env: Vec<String> = vec!["HOME=/tmp".into(), "PYTHONDONTWRITEBYTECODE=1".into()];
+    env.extend(main.env.iter().map(|(k, v)| format!("{k}={v}")));
     ContainerCreateBody {
         image: Some(image.to_string()),
-        // The image's own entrypoint (node's docker-entrypoint.sh, say) is bypassed:
-        // PID 1 only has to stay alive until the exec is done.
-        entrypoint: Some(vec!["sleep".to_string(), "infinity".to_string()]),
+        // The image's own entrypoint (node's docker-entrypoint.sh, say) is bypassed.
+        entrypoint: Some(main.argv.clone()),
         cmd: Some(Vec::new()),
+        env: Some(env),
         user: Some(SANDBOX_USER.to_string()),
         working_dir: Some(WORKDIR.to_string()),
         network_disabled: Some(policy.network == NetworkMode::None),
         labels: Some(instance.labels()),
         host_config: Some(host_config),
+        ..attached()
+    }
+}
+
+/// The create request of the container that fills `volume` with the guard files: the
+/// image's own shell, as root (the files are root's), running `script`, reading stdin;
+/// no network, nothing else writable.
+pub fn setup_body(
+    image: &str,
+    instance: &Instance,
+    volume: &str,
+    script: &str,
+) -> ContainerCreateBody {
+    ContainerCreateBody {
+        image: Some(image.to_string()),
+        entrypoint: Some(vec!["sh".into(), "-c".into(), script.to_string()]),
+        cmd: Some(Vec::new()),
+        user: Some("0".to_string()),
+        network_disabled: Some(true),
+        labels: Some(instance.labels()),
+        host_config: Some(HostConfig {
+            network_mode: Some("none".to_string()),
+            readonly_rootfs: Some(true),
+            mounts: Some(vec![guard_mount(volume, false)]),
+            security_opt: Some(vec!["no-new-privileges".to_string()]),
+            cap_drop: Some(vec!["ALL".to_string()]),
+            ..Default::default()
+        }),
+        ..attached()
+    }
+}
+
+fn guard_mount(volume: &str, read_only: bool) -> Mount {
+    Mount {
+        target: Some(super::guard::INSTALL_DIR.to_string()),
+        source: Some(volume.to_string()),
+        typ: Some(MountType::VOLUME),
+        read_only: Some(read_only),
         ..Default::default()
     }
 }
 
-/// Creates and starts one container; a container that fails to start is removed.
-pub async fn create_started(
+/// A container whose main process reads the stdin it is attached to, once.
+fn attached() -> ContainerCreateBody {
+    ContainerCreateBody {
+        open_stdin: Some(true),
+        stdin_once: Some(true),
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(false),
+        ..Default::default()
+    }
+}
+
+/// Creates a container from `body`, attaches to its stdin and output, then starts it;
+/// a container that fails to start is removed.
+pub async fn create_attached(
     docker: &Docker,
     policy: &Policy,
     image: &str,
-    instance: &Instance,
-) -> Result<String, SandboxError> {
+    body: ContainerCreateBody,
+) -> Result<(String, AttachContainerResults), SandboxError> {
     let created = docker
-        .create_container(None, create_body(policy, image, instance))
+        .create_container(None, body)
         .await
         .map_err(|error| match error {
             // Removed since it was checked (`docker rmi`): the next run checks again.
             bollard::errors::Error::DockerResponseServerError {
                 status_code: 404,
                 message,
-            } => SandboxError::ImageUnavailable(format!(
-                "image `{image}` is no longer available ({message}); the next run pulls it \
-                 again, or set the policy's `images:` to an image that exists locally"
-            )),
+            } if message.contains("image") || message.contains("No such") => {
+                SandboxError::ImageUnavailable(format!(
+                    "image `{image}` is no longer available ({message}); the next run pulls it \
+                     again, or set the policy's `images:` to an image that exists locally"
+                ))
+            }
             // The runtime the policy names is not registered with this engine: refused,
             // never retried with the default (weaker) runtime.
             bollard::errors::Error::DockerResponseServerError { message, .. }
@@ -124,6 +198,20 @@ pub async fn create_started(
             error => engine_error(format!("creating a container from `{image}`"), error),
         })?;
     let id = created.id;
+    let options = AttachContainerOptions {
+        stream: true,
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        ..Default::default()
+    };
+    let attached = match docker.attach_container(&id, Some(options)).await {
+        Ok(attached) => attached,
+        Err(error) => {
+            remove(docker, &id).await;
+            return Err(engine_error("attaching to a container".into(), error));
+        }
+    };
     if let Err(error) = docker.start_container(&id, None).await {
         remove(docker, &id).await;
         return Err(engine_error(
@@ -131,7 +219,34 @@ pub async fn create_started(
             error,
         ));
     }
-    Ok(id)
+    Ok((id, attached))
+}
+
+/// A new, empty volume labelled as this instance's.
+pub async fn create_volume(docker: &Docker, instance: &Instance) -> Result<String, SandboxError> {
+    let request = VolumeCreateRequest {
+        labels: Some(instance.labels()),
+        ..Default::default()
+    };
+    docker
+        .create_volume(request)
+        .await
+        .map(|volume| volume.name)
+        .map_err(|error| engine_error("creating the guard volume".into(), error))
+}
+
+/// Removes a volume; one that is gone already is not an error.
+pub async fn remove_volume(docker: &Docker, name: &str) {
+    let options = RemoveVolumeOptionsBuilder::default().force(true).build();
+    match docker.remove_volume(name, Some(options)).await {
+        Ok(()) => tracing::debug!(volume = short(name), "volume removed"),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => {}
+        Err(error) => {
+            tracing::warn!(volume = short(name), %error, "could not remove a sandbox volume")
+        }
+    }
 }
 
 /// Kills and removes a container; one that is already gone is not an error.
@@ -178,10 +293,18 @@ mod tests {
         policy
     }
 
+    fn main() -> MainProcess {
+        MainProcess {
+            argv: vec!["/usr/bin/python3".into(), "-c".into(), "pass".into()],
+            env: vec![("A".into(), "b".into())],
+            guard_volume: "guard".into(),
+        }
+    }
+
     #[test]
     fn every_hardening_setting_comes_from_the_policy() {
         let instance = Instance::for_tests("abc");
-        let body = create_body(&policy(), "python:3.12-slim", &instance);
+        let body = create_body(&policy(), "python:3.12-slim", &instance, &main());
         let host = body.host_config.as_ref().unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!(host.readonly_rootfs, Some(true));
@@ -201,13 +324,24 @@ mod tests {
         assert_eq!(body.working_dir.as_deref(), Some("/sandbox"));
         assert_eq!(body.labels.as_ref().unwrap()[LABEL], "abc");
         assert_eq!(body.image.as_deref(), Some("python:3.12-slim"));
+        // The interpreter is the main process, waiting on its stdin, behind an init.
+        assert_eq!(body.entrypoint, Some(main().argv));
+        assert_eq!((body.open_stdin, body.stdin_once), (Some(true), Some(true)));
+        assert_eq!(host.init, Some(true));
+        assert!(body.env.as_ref().unwrap().contains(&"A=b".to_string()));
+        let mount = &host.mounts.as_ref().unwrap()[0];
+        assert_eq!(mount.target.as_deref(), Some("/opt/code-sandbox"));
+        assert_eq!(
+            (mount.source.as_deref(), mount.read_only),
+            (Some("guard"), Some(true))
+        );
     }
 
     #[test]
     fn bridge_only_when_the_policy_says_so() {
         let mut policy = policy();
         policy.network = NetworkMode::Bridge;
-        let body = create_body(&policy, "x", &Instance::for_tests("abc"));
+        let body = create_body(&policy, "x", &Instance::for_tests("abc"), &main());
         assert_eq!(
             body.host_config.unwrap().network_mode.as_deref(),
             Some("bridge")

@@ -10,27 +10,31 @@
 //! in the container's own layer under the mount, invisible to the code (checked on this
 //! daemon with `docker cp`). The bootstrap inside writes the file into the real tmpfs.
 //!
-//! The program is one header line of JSON (`file`, `len`, `env`; in a session also
-//! `call` and `end`) and then exactly `len` bytes of code. A stateless run closes stdin
-//! after it and ends when the process does; a session call ends at the line
-//! `\x1e<end> <status>` the bootstrap writes on both streams when the call is done.
+//! The program is one header line of JSON (`file`, `len`, `env`, `end`; in a session
+//! also `call`) and then exactly `len` bytes of code. The run ends at the line
+//! `\x1e<end> <status>` the bootstrap writes on both streams when the program is done
+//! (after its exit handlers), or, where it writes none (a kill, `os._exit`, a failing
+//! Node program, whose error Node prints last), when the process ends. A stateless run
+//! closes stdin after the program; a session keeps it open for the next call. Waiting
+//! for the end line rather than the container's stop saves the engine's ~40 ms of
+//! stopping it.
 
 use super::container::{engine_error, remove, short};
 use super::output::{Capture, Stream};
 use super::SandboxError;
 use crate::policy::ByteSize;
 use bollard::container::LogOutput;
-use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::Docker;
 use futures_util::StreamExt;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
-/// The interpreter started in a container and waiting for its program on stdin.
+/// The interpreter started as a container's main process and waiting for its program
+/// on the stdin it is attached to.
 pub struct Interpreter {
     pub container: String,
-    exec_id: String,
     output: std::pin::Pin<
         Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
     >,
@@ -38,8 +42,16 @@ pub struct Interpreter {
 }
 
 impl Interpreter {
-    pub fn exec_id(&self) -> &str {
-        &self.exec_id
+    /// The interpreter of container `id`, through the attachment made before its start.
+    pub fn attached(
+        id: String,
+        attached: bollard::container::AttachContainerResults,
+    ) -> Interpreter {
+        Interpreter {
+            container: id,
+            output: attached.output,
+            input: attached.input,
+        }
     }
 }
 
@@ -51,60 +63,13 @@ impl std::fmt::Debug for Interpreter {
     }
 }
 
-/// Starts `argv` (the interpreter under the guard, which reads the program from stdin)
-/// in container `id` as the sandbox user, attached, and returns it waiting.
-pub async fn start(
-    docker: &Docker,
-    id: &str,
-    argv: Vec<String>,
-    env: &[(String, String)],
-) -> Result<Interpreter, SandboxError> {
-    let mut vars: Vec<String> = vec!["HOME=/tmp".into(), "PYTHONDONTWRITEBYTECODE=1".into()];
-    vars.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
-    let options = CreateExecOptions {
-        attach_stdin: Some(true),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
-        tty: Some(false),
-        env: Some(vars),
-        cmd: Some(argv),
-        working_dir: Some(super::container::WORKDIR.to_string()),
-        ..Default::default()
-    };
-    let exec_id = docker
-        .create_exec(id, options)
-        .await
-        .map_err(|e| engine_error("creating the interpreter's exec".into(), e))?
-        .id;
-    let start = StartExecOptions {
-        detach: false,
-        tty: false,
-        output_capacity: Some(64 * 1024),
-    };
-    match docker
-        .start_exec(&exec_id, Some(start))
-        .await
-        .map_err(|e| engine_error("starting the interpreter".into(), e))?
-    {
-        StartExecResults::Attached { output, input } => Ok(Interpreter {
-            container: id.to_string(),
-            exec_id,
-            output,
-            input,
-        }),
-        StartExecResults::Detached => Err(SandboxError::Engine(
-            "the engine started the interpreter detached".into(),
-        )),
-    }
-}
-
-/// True while `interpreter` still waits: a pooled one whose container died (the engine
-/// restarted, say) is not handed a program.
-pub async fn waiting(docker: &Docker, exec_id: &str) -> bool {
+/// True while container `id` still runs: a pooled one that died (the engine restarted,
+/// say) is not handed a program.
+pub async fn waiting(docker: &Docker, id: &str) -> bool {
     docker
-        .inspect_exec(exec_id)
+        .inspect_container(id, None)
         .await
-        .is_ok_and(|info| info.running == Some(true))
+        .is_ok_and(|info| info.state.and_then(|state| state.running) == Some(true))
 }
 
 /// What one run or session call sends: the header line and the code.
@@ -122,7 +87,7 @@ pub struct Program {
 
 impl Program {
     /// The bytes written to the interpreter's stdin; `end` is the session call's token.
-    fn input(&self, end: Option<&str>) -> Vec<u8> {
+    fn input(&self, end: &str) -> Vec<u8> {
         let env: serde_json::Map<String, serde_json::Value> = self
             .env
             .iter()
@@ -133,10 +98,10 @@ impl Program {
             "len": self.code.len(),
             "env": env,
         });
-        if let (Some((call, awaits)), Some(end)) = (self.call, end) {
+        header["end"] = end.into();
+        if let Some((call, awaits)) = self.call {
             header["call"] = call.into();
             header["awaits"] = awaits.into();
-            header["end"] = end.into();
         }
         let mut bytes = header.to_string().into_bytes();
         bytes.push(b'\n');
@@ -275,31 +240,30 @@ impl EndLine {
     }
 }
 
-/// Sends `program` to the waiting `interpreter` and collects its output. Stateless
-/// (`end` is `None`): stdin is closed after the program and the run ends with the
-/// process. A session call (`end` is its token): the run ends at the end lines, and
-/// `Executed::ended` says whether the interpreter exited instead. On timeout or
+/// Sends `program` to the waiting `interpreter` and collects its output until the end
+/// lines carrying `end` (a token the code cannot know in advance), or the process's
+/// end. `Executed::ended` says whether the interpreter is gone (always, for a
+/// stateless run). On timeout or
 /// cancellation the container is removed (that kills every process in it); on
 /// cancellation `Err(Cancelled)` returns once it is gone.
 pub async fn execute(
     docker: &Docker,
     interpreter: &mut Interpreter,
     program: &Program,
-    end: Option<&str>,
+    end: &str,
     timeout: Duration,
     output_limit: ByteSize,
     cancel: &CancellationToken,
 ) -> Result<Executed, SandboxError> {
     let started = Instant::now();
     let id = interpreter.container.clone();
-    let exec_id = interpreter.exec_id.clone();
     let mut tap = program.tap.as_ref().map(|sender| Tap {
         sender,
         stderr: GuardLines::default(),
     });
-    let mut ends = end.map(|token| [EndLine::new(token), EndLine::new(token)]);
+    let mut ends = [EndLine::new(end), EndLine::new(end)];
     let bytes = program.input(end);
-    let session = end.is_some();
+    let session = program.call.is_some();
     let input = &mut interpreter.input;
     let write = async move {
         input.write_all(&bytes).await?;
@@ -349,11 +313,9 @@ pub async fn execute(
                 break;
             }
             _ = poll.tick(), if exited.is_none() => {
-                if let Ok(info) = docker.inspect_exec(&exec_id).await {
-                    if info.running == Some(false) {
-                        exited = info.exit_code;
-                        grace.as_mut().reset(tokio::time::Instant::now() + EXIT_GRACE);
-                    }
+                if let Some(code) = exited_with(docker, &id).await {
+                    exited = Some(code);
+                    grace.as_mut().reset(tokio::time::Instant::now() + EXIT_GRACE);
                 }
             }
             item = interpreter.output.next() => {
@@ -367,15 +329,12 @@ pub async fn execute(
                     }
                     None => break,
                 };
-                let message = match &mut ends {
-                    Some(ends) => ends[stream as usize].filter(&message),
-                    None => message.to_vec(),
-                };
+                let message = ends[stream as usize].filter(&message);
                 if let Some(tap) = &mut tap {
                     tap.send(stream, &message);
                 }
                 capture.push(stream, &message);
-                if ends.as_ref().is_some_and(|ends| ends.iter().all(EndLine::done)) {
+                if ends.iter().all(EndLine::done) {
                     break;
                 }
             }
@@ -402,11 +361,11 @@ pub async fn execute(
         });
     }
 
-    let call_status = ends.as_ref().and_then(|ends| ends[0].status);
+    let call_status = ends[0].status;
     let known = match (call_status, exited) {
         (Some(status), _) => Some(status),
         (None, Some(code)) => Some(code),
-        (None, None) => exit_code(docker, &exec_id).await,
+        (None, None) => exit_code(docker, &id).await,
     };
     let exit_code = match known {
         Some(code) => code,
@@ -427,44 +386,22 @@ pub async fn execute(
         timed_out: false,
         truncated,
         duration,
-        ended: call_status.is_none(),
+        ended: !session || call_status.is_none(),
     })
 }
 
-/// Runs `script` with `sh -c` as root in container `id`, feeding it `input`, and
-/// returns its stdout; a non-zero exit is an error carrying its stderr. For setting a
-/// container up (the guard files), never for the snippet.
-pub async fn run_as_root(
+/// Feeds `input` to a setup container's script (attached before its start) and returns
+/// its stdout once it has exited; a non-zero exit is an error carrying its stderr.
+pub async fn run_setup(
     docker: &Docker,
     id: &str,
-    script: &str,
+    attached: bollard::container::AttachContainerResults,
     input: Vec<u8>,
 ) -> Result<String, SandboxError> {
-    let options = CreateExecOptions {
-        attach_stdin: Some(true),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
-        tty: Some(false),
-        user: Some("0".to_string()),
-        cmd: Some(vec!["sh".to_string(), "-c".to_string(), script.to_string()]),
-        ..Default::default()
-    };
-    let exec = docker
-        .create_exec(id, options)
-        .await
-        .map_err(|e| engine_error("creating the setup exec".into(), e))?;
-    let (mut output, mut stdin) = match docker
-        .start_exec(&exec.id, None)
-        .await
-        .map_err(|e| engine_error("starting the setup exec".into(), e))?
-    {
-        StartExecResults::Attached { output, input } => (output, input),
-        StartExecResults::Detached => {
-            return Err(SandboxError::Engine(
-                "the setup exec started detached".into(),
-            ))
-        }
-    };
+    let bollard::container::AttachContainerResults {
+        mut output,
+        input: mut stdin,
+    } = attached;
     let writer = tokio::spawn(async move {
         let _ = stdin.write_all(&input).await;
         let _ = stdin.shutdown().await;
@@ -475,28 +412,41 @@ pub async fn run_as_root(
             Ok(LogOutput::StdOut { message }) => stdout.extend_from_slice(&message),
             Ok(LogOutput::StdErr { message }) => stderr.extend_from_slice(&message),
             Ok(_) => {}
-            Err(error) => return Err(engine_error("reading the setup exec".into(), error)),
+            Err(error) => return Err(engine_error("reading the setup".into(), error)),
         }
     }
     writer.abort();
-    match exit_code(docker, &exec.id).await {
+    match exit_code(docker, id).await {
         Some(0) => Ok(String::from_utf8_lossy(&stdout).into_owned()),
         code => Err(SandboxError::Engine(format!(
-            "setting the container up failed (exit {code:?}): {}",
+            "setting the guard files up failed (exit {code:?}): {}",
             String::from_utf8_lossy(&stderr).trim()
         ))),
     }
 }
 
-/// The exec's exit code. The output stream can close a moment before the engine records
-/// the exit, so a still-running answer is asked again, briefly.
-async fn exit_code(docker: &Docker, exec_id: &str) -> Option<i64> {
+/// The container's exit code once its main process has exited; `None` while it runs.
+async fn exited_with(docker: &Docker, id: &str) -> Option<i64> {
+    let state = docker.inspect_container(id, None).await.ok()?.state?;
+    match state.running {
+        Some(false) => state.exit_code,
+        _ => None,
+    }
+}
+
+/// The container's exit code. The output stream can close a moment before the engine
+/// records the exit, so a still-running answer is asked again, briefly.
+async fn exit_code(docker: &Docker, id: &str) -> Option<i64> {
     for attempt in 0..200u32 {
-        match docker.inspect_exec(exec_id).await {
-            Ok(info) if info.running != Some(true) => return info.exit_code,
-            Ok(_) => {}
+        match docker.inspect_container(id, None).await {
+            Ok(info) => {
+                let state = info.state?;
+                if state.running != Some(true) {
+                    return state.exit_code;
+                }
+            }
             Err(error) => {
-                tracing::debug!(%error, "inspecting the exec");
+                tracing::debug!(%error, "inspecting the container");
                 return None;
             }
         }
@@ -505,16 +455,20 @@ async fn exit_code(docker: &Docker, exec_id: &str) -> Option<i64> {
     None
 }
 
-/// Whether the kernel's OOM killer struck inside the container: the engine's flag
-/// (set when PID 1 itself was killed) or, since an exec'd process dying does not set
-/// it, the container's memory cgroup counter (`oom_kill` in cgroup v2's
-/// `memory.events`, cgroup v1's `memory.oom_control`). The container is single-use, so
-/// any kill counted there belongs to this run.
+/// Whether the kernel's OOM killer struck inside the container: the engine's flag, set
+/// for a kill anywhere in the container's memory cgroup, or, for a session whose
+/// container still runs, the cgroup's own counter (`oom_kill` in cgroup v2's
+/// `memory.events`).
 pub async fn oom_killed(docker: &Docker, id: &str) -> bool {
-    if let Ok(info) = docker.inspect_container(id, None).await {
-        if info.state.and_then(|s| s.oom_killed) == Some(true) {
-            return true;
-        }
+    let Ok(info) = docker.inspect_container(id, None).await else {
+        return false;
+    };
+    let state = info.state.unwrap_or_default();
+    if state.oom_killed == Some(true) {
+        return true;
+    }
+    if state.running != Some(true) {
+        return false;
     }
     let options = CreateExecOptions {
         attach_stdout: Some(true),
@@ -565,19 +519,20 @@ mod tests {
             tap: None,
             call: None,
         };
-        let input = program.input(None);
+        let input = program.input("tok");
         let newline = input.iter().position(|&b| b == b'\n').unwrap();
         let header: serde_json::Value = serde_json::from_slice(&input[..newline]).unwrap();
         assert_eq!(header["file"], "main.py");
         assert_eq!(header["len"], 12);
         assert_eq!(header["env"]["A"], "it's \"x\"");
         assert_eq!(&input[newline + 1..], program.code.as_slice());
-        assert!(header.get("end").is_none());
+        assert_eq!(header["end"], "tok");
+        assert!(header.get("call").is_none());
         let call = Program {
             call: Some((3, true)),
             ..program
         };
-        let input = call.input(Some("tok"));
+        let input = call.input("tok");
         let newline = input.iter().position(|&b| b == b'\n').unwrap();
         let header: serde_json::Value = serde_json::from_slice(&input[..newline]).unwrap();
         assert_eq!(

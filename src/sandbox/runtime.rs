@@ -50,8 +50,9 @@ pub struct Runtime {
     live: Mutex<HashSet<String>>,
     /// What the policy installs at run time, per language (built once).
     guards: Vec<(Language, Guard)>,
-    /// Per image: the interpreters its containers' setup found.
-    interpreters: Mutex<HashMap<String, Interpreters>>,
+    /// Per image: the volume holding the guard files, filled once, and what the image
+    /// offers (probed then). A failed setup is retried.
+    guard_files: Mutex<HashMap<String, Arc<OnceCell<GuardFiles>>>>,
     sessions: Sessions,
     /// The task that ends idle and expired sessions runs once the first one opens.
     reaping: AtomicBool,
@@ -70,7 +71,7 @@ impl Runtime {
             .collect();
         Runtime {
             guards,
-            interpreters: Mutex::new(HashMap::new()),
+            guard_files: Mutex::new(HashMap::new()),
             policy,
             instance: Instance::new(),
             docker: tokio::sync::Mutex::new(None),
@@ -160,11 +161,12 @@ impl Runtime {
             tap: request.tap.clone(),
             call: None,
         };
+        let token = format!("{}-{}", self.instance.id, end_token_salt());
         let result = exec::execute(
             &docker,
             &mut interpreter,
             &program,
-            None,
+            &token,
             timeout,
             self.policy.limits.output,
             &cancel,
@@ -273,7 +275,7 @@ impl Runtime {
             &docker,
             interpreter,
             &program,
-            Some(&token),
+            &token,
             timeout,
             self.policy.limits.output,
             &cancel,
@@ -409,8 +411,8 @@ impl Runtime {
             };
             match claim {
                 Claim::Ready(interpreter) => {
-                    let exec_id = interpreter.exec_id().to_string();
-                    if exec::waiting(docker, &exec_id).await {
+                    let id = interpreter.container.clone();
+                    if exec::waiting(docker, &id).await {
                         return Ok(interpreter);
                     }
                     tracing::warn!(
@@ -426,21 +428,15 @@ impl Runtime {
             .await
     }
 
-    /// The interpreter a container of `language`'s image waits with: what the image's
-    /// probe found, under the guard the policy compiles to for the language.
+    /// The interpreter a container of `language`'s image runs: what the image's probe
+    /// found, under the guard the policy compiles to for the language.
     fn command_for(
         &self,
         language: Language,
+        interpreters: &Interpreters,
         mode: &Mode,
     ) -> Result<guard::GuardedCommand, SandboxError> {
         let image = self.policy.images.for_language(language);
-        let interpreters = self
-            .interpreters
-            .lock()
-            .expect("interpreters lock")
-            .get(image)
-            .cloned()
-            .unwrap_or_default();
         let guard = self
             .guards
             .iter()
@@ -448,11 +444,12 @@ impl Runtime {
             .map(|(_, guard)| guard)
             .expect("a guard for every language");
         guard
-            .command(&interpreters, mode)
+            .command(interpreters, mode)
             .map_err(|reason| SandboxError::LayerUnavailable(format!("image `{image}`: {reason}")))
     }
 
-    /// A new container of `language`'s image with its interpreter started in `mode`.
+    /// A new container of `language`'s image whose main process is the interpreter,
+    /// started in `mode` and waiting for its program.
     pub async fn start_interpreter(
         self: &Arc<Self>,
         docker: &Docker,
@@ -460,24 +457,25 @@ impl Runtime {
         mode: Mode,
     ) -> Result<Interpreter, SandboxError> {
         let image = self.policy.images.for_language(language).to_string();
-        let id = match self.create(docker, &image).await {
-            Ok(id) => id,
+        let files = self.guard_files(docker, &image).await?;
+        let mode = Mode {
+            preload: self.policy.pool.preload.for_language(language).to_vec(),
+            ..mode
+        };
+        let (argv, env) = self.command_for(language, &files.interpreters, &mode)?;
+        let main = container::MainProcess {
+            argv,
+            env,
+            guard_volume: files.volume.clone(),
+        };
+        match self.create(docker, &image, &main).await {
+            Ok(interpreter) => Ok(interpreter),
             Err(error @ SandboxError::ImageUnavailable(_)) => {
                 self.forget_image(&image);
-                return Err(error);
+                Err(error)
             }
-            Err(error) => return Err(error),
-        };
-        let mut mode = mode;
-        mode.preload = self.policy.pool.preload.for_language(language).to_vec();
-        let started = match self.command_for(language, &mode) {
-            Ok((argv, env)) => exec::start(docker, &id, argv, &env).await,
             Err(error) => Err(error),
-        };
-        if started.is_err() {
-            self.discard(docker, &id).await;
         }
-        started
     }
 
     /// [`Runtime::start_interpreter`] in its own task: if the caller is cancelled
@@ -518,68 +516,73 @@ impl Runtime {
         }
     }
 
-    /// Puts the guard files into a new container and records what interpreters its
-    /// image has; a container that cannot be set up is removed.
-    async fn install_guard(
-        &self,
-        docker: &Docker,
-        image: &str,
-        id: String,
-    ) -> Result<String, SandboxError> {
-        // The image's first container probes it; the others are set up from that.
-        let known = self
-            .interpreters
+    /// The guard files for containers of `image`: a volume of this instance's, filled
+    /// once by a setup container of the image (which also probes what it offers).
+    async fn guard_files(&self, docker: &Docker, image: &str) -> Result<GuardFiles, SandboxError> {
+        let cell = self
+            .guard_files
             .lock()
-            .expect("interpreters lock")
-            .get(image)
-            .cloned();
-        let probed = exec::run_as_root(
-            docker,
-            &id,
-            &guard::install_script(known.as_ref()),
-            guard::install_input(known.as_ref()),
-        )
-        .await;
-        match probed {
-            Ok(_) if known.is_some() => Ok(id),
-            Ok(text) => {
-                self.interpreters
-                    .lock()
-                    .expect("interpreters lock")
-                    .insert(image.to_string(), Interpreters::parse(&text));
-                Ok(id)
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(image.to_string())
+            .or_default()
+            .clone();
+        cell.get_or_try_init(|| async {
+            if self.closing.is_cancelled() {
+                return Err(SandboxError::ShuttingDown);
             }
-            Err(error) => {
-                container::remove(docker, &id).await;
-                Err(error)
+            let volume = container::create_volume(docker, &self.instance).await?;
+            let body =
+                container::setup_body(image, &self.instance, &volume, &guard::install_script());
+            let probed = match container::create_attached(docker, &self.policy, image, body).await {
+                Ok((id, attached)) => {
+                    let probed =
+                        exec::run_setup(docker, &id, attached, guard::install_input()).await;
+                    container::remove(docker, &id).await;
+                    probed
+                }
+                Err(error) => Err(error),
+            };
+            match probed {
+                Ok(text) => {
+                    tracing::debug!(image, volume = short(&volume), "guard files ready");
+                    Ok(GuardFiles {
+                        volume,
+                        interpreters: Interpreters::parse(&text),
+                    })
+                }
+                Err(error) => {
+                    container::remove_volume(docker, &volume).await;
+                    Err(error)
+                }
             }
-        }
+        })
+        .await
+        .cloned()
     }
 
-    /// Creates and starts one container and records it as ours.
+    /// Creates and starts one sandbox container running `main`, attached, and records
+    /// it as ours.
     async fn create(
         self: &Arc<Self>,
         docker: &Docker,
         image: &str,
-    ) -> Result<String, SandboxError> {
+        main: &container::MainProcess,
+    ) -> Result<Interpreter, SandboxError> {
         if self.closing.is_cancelled() {
             return Err(SandboxError::ShuttingDown);
         }
         self.creating.fetch_add(1, Ordering::SeqCst);
-        let created =
-            match container::create_started(docker, &self.policy, image, &self.instance).await {
-                Ok(id) => self.install_guard(docker, image, id).await,
-                Err(error) => Err(error),
-            };
+        let body = container::create_body(&self.policy, image, &self.instance, main);
+        let created = container::create_attached(docker, &self.policy, image, body).await;
         let result = match created {
-            Ok(id) if self.closing.is_cancelled() => {
+            Ok((id, _)) if self.closing.is_cancelled() => {
                 container::remove(docker, &id).await;
                 Err(SandboxError::ShuttingDown)
             }
-            Ok(id) => {
+            Ok((id, attached)) => {
                 self.live_set().insert(id.clone());
                 tracing::debug!(container = short(&id), image, "container ready");
-                Ok(id)
+                Ok(Interpreter::attached(id, attached))
             }
             Err(error) => Err(error),
         };
@@ -730,6 +733,10 @@ impl Runtime {
                 .await;
             ids.clear();
         }
+        // The guard volumes go once no container uses them.
+        for (name, _) in list_volumes_labelled(&docker, &own).await {
+            container::remove_volume(&docker, &name).await;
+        }
         tracing::debug!(instance = %self.instance.id, "sandbox containers removed at shutdown");
     }
 
@@ -742,6 +749,7 @@ impl Runtime {
             .map(|(id, _, _)| id)
             .collect();
         if stale.is_empty() {
+            self.sweep_dead_volumes(docker).await;
             return;
         }
         tracing::info!(
@@ -749,6 +757,16 @@ impl Runtime {
             "removing sandbox containers left by processes that are gone"
         );
         futures_util::future::join_all(stale.iter().map(|id| container::remove(docker, id))).await;
+        self.sweep_dead_volumes(docker).await;
+    }
+
+    /// Removes the guard volumes of processes that are gone (after their containers).
+    async fn sweep_dead_volumes(&self, docker: &Docker) {
+        for (name, labels) in list_volumes_labelled(docker, LABEL).await {
+            if self.instance.owner_is_gone(&labels, None) {
+                container::remove_volume(docker, &name).await;
+            }
+        }
     }
 
     fn live_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -776,6 +794,13 @@ fn end_token_salt() -> String {
 /// The pool holds interpreters, so it is kept per language as well as per image.
 fn pool_key(policy: &Policy, language: Language) -> String {
     format!("{language}@{}", policy.images.for_language(language))
+}
+
+/// The guard files of one image, in a volume every container of it mounts read-only.
+#[derive(Debug, Clone)]
+struct GuardFiles {
+    volume: String,
+    interpreters: Interpreters,
 }
 
 /// Removes one run's container when dropped.
@@ -823,6 +848,31 @@ async fn list_labelled(
             .collect(),
         Err(error) => {
             tracing::warn!(%error, "listing sandbox containers");
+            Vec::new()
+        }
+    }
+}
+
+/// Volumes matching a label filter, with their labels.
+async fn list_volumes_labelled(
+    docker: &Docker,
+    filter: &str,
+) -> Vec<(String, HashMap<String, String>)> {
+    let options = bollard::query_parameters::ListVolumesOptionsBuilder::default()
+        .filters(&HashMap::from([(
+            "label".to_string(),
+            vec![filter.to_string()],
+        )]))
+        .build();
+    match docker.list_volumes(Some(options)).await {
+        Ok(list) => list
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|volume| (volume.name, volume.labels))
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "listing sandbox volumes");
             Vec::new()
         }
     }

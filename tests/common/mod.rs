@@ -145,7 +145,8 @@ pub fn binary() -> Command {
 }
 
 /// Starts `command` with all three streams piped, writes `input` to its stdin and
-/// closes it.
+/// closes it. A binary that exits without reading its input (a usage error) closes the
+/// pipe first: that is its answer, not the test's failure.
 pub fn spawn_with_input(mut command: Command, input: &[u8]) -> Child {
     let mut child = command
         .stdin(Stdio::piped())
@@ -153,12 +154,14 @@ pub fn spawn_with_input(mut command: Command, input: &[u8]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the binary starts");
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(input)
-        .expect("write to the binary's stdin");
+    let written = child.stdin.take().expect("piped stdin").write_all(input);
+    if let Err(error) = written {
+        assert_eq!(
+            error.kind(),
+            std::io::ErrorKind::BrokenPipe,
+            "write to the binary's stdin: {error}"
+        );
+    }
     child
 }
 

@@ -38,13 +38,28 @@ fn containers_of(sandbox: &Sandbox) -> Vec<String> {
     ))
 }
 
-/// Shuts the sandbox down and checks that nothing of it is left.
+/// Shuts the sandbox down and checks that nothing of it is left: no container, and no
+/// volume (the guard files').
 async fn finish(sandbox: Sandbox) {
     sandbox.shutdown().await;
     assert_eq!(
         containers_of(&sandbox),
         Vec::<String>::new(),
         "containers left after shutdown"
+    );
+    let volumes = Command::new("docker")
+        .args(["volume", "ls", "-q", "--filter"])
+        .arg(format!(
+            "label={}={}",
+            code_sandbox_mcp::sandbox::LABEL,
+            sandbox.instance_id()
+        ))
+        .output()
+        .expect("docker volume ls");
+    assert_eq!(
+        common::text(&volumes.stdout),
+        "",
+        "volumes left after shutdown"
     );
 }
 

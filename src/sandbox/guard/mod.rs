@@ -49,15 +49,10 @@ pub struct Interpreters {
     pub python: Option<String>,
     /// Absolute path of `node`, and its (major, minor) version.
     pub node: Option<(String, (u32, u32))>,
-    /// The Python bootstrap's bytecode as the first container compiled it (its path
-    /// under [`INSTALL_DIR`], and its bytes): later containers of the image are handed
-    /// it instead of starting Python to compile it again.
-    pub bytecode: Option<(String, Vec<u8>)>,
 }
 
 impl Interpreters {
-    /// Reads the probe's output: `python3=PATH`, `node=PATH`, `node-version=vX.Y.Z`,
-    /// `bytecode=PATH=HEX`.
+    /// Reads the probe's output: `python3=PATH`, `node=PATH`, `node-version=vX.Y.Z`.
     pub fn parse(text: &str) -> Interpreters {
         let mut found = Interpreters::default();
         let mut node_path = None;
@@ -75,16 +70,6 @@ impl Interpreters {
                         .map(|n| n.parse::<u32>().ok());
                     node_major = numbers.next().flatten().zip(numbers.next().flatten());
                 }
-                Some(("bytecode", rest)) => {
-                    found.bytecode = rest.split_once('=').and_then(|(path, hex)| {
-                        let relative = path.strip_prefix(INSTALL_DIR)?.trim_start_matches('/');
-                        let safe = relative
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
-                            && !relative.contains("..");
-                        Some((relative.to_string(), from_hex(hex)?)).filter(|_| safe)
-                    })
-                }
                 _ => {}
             }
         }
@@ -93,22 +78,10 @@ impl Interpreters {
     }
 }
 
-fn from_hex(hex: &str) -> Option<Vec<u8>> {
-    let hex = hex.trim();
-    if !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(hex.get(at..at + 2)?, 16).ok())
-        .collect()
-}
-
-/// The shell commands (run as root, in [`INSTALL_DIR`]) that store the guard files
-/// from stdin, in order. Without `known` (the image's first container), they then
-/// compile the Python bootstrap and print what [`Interpreters::parse`] reads; with it,
-/// they store its bytecode too, and start no interpreter at all.
-pub fn install_script(known: Option<&Interpreters>) -> String {
+/// The shell commands (run as root, in [`INSTALL_DIR`], the guard volume) that store
+/// the guard files from stdin, in order, compile the Python bootstrap, then print what
+/// [`Interpreters::parse`] reads.
+pub fn install_script() -> String {
     let mut script = format!("cd {INSTALL_DIR}");
     for (name, bytes, mode) in files() {
         script.push_str(&format!(
@@ -116,42 +89,23 @@ pub fn install_script(known: Option<&Interpreters>) -> String {
             bytes.len()
         ));
     }
-    match known.and_then(|known| known.bytecode.as_ref()) {
-        Some((path, bytes)) => {
-            let dir = path.rsplit_once('/').map_or(".", |(dir, _)| dir);
-            script.push_str(&format!(
-                " && mkdir -p {dir} && head -c {} > {path} && chmod 444 {path}",
-                bytes.len()
-            ));
-        }
-        None if known.is_some() => {}
-        None => {
-            // Python's bootstrap is imported, so its bytecode is compiled here, by root
-            // (the sandbox user could not write it, nor change it); unchecked against
-            // the source's time stamp, so that the copy later containers get is valid.
-            script.push_str(
-                "; if command -v python3 >/dev/null; then python3 -c 'import py_compile as c; \
-                 p = c.compile(\"python_guard.py\", doraise=True, \
-                 invalidation_mode=c.PycInvalidationMode.UNCHECKED_HASH); \
-                 print(\"bytecode=\" + __import__(\"os\").path.abspath(p) + \"=\" + open(p, \"rb\").read().hex())'; fi\
-                 ; echo python3=$(command -v python3); echo node=$(command -v node); \
-                 echo node-version=$(node --version 2>/dev/null)",
-            );
-        }
-    }
+    // Python's bootstrap is imported, so its bytecode is compiled once, here, by root
+    // (the sandbox user could not write it, nor change it).
+    script.push_str(
+        "; if command -v python3 >/dev/null; then \
+         python3 -c 'import py_compile; py_compile.compile(\"python_guard.py\", doraise=True)'; fi\
+         ; echo python3=$(command -v python3); echo node=$(command -v node); \
+         echo node-version=$(node --version 2>/dev/null)",
+    );
     script
 }
 
 /// The bytes [`install_script`] reads from stdin.
-pub fn install_input(known: Option<&Interpreters>) -> Vec<u8> {
-    let mut input: Vec<u8> = files()
+pub fn install_input() -> Vec<u8> {
+    files()
         .iter()
         .flat_map(|(_, bytes, _)| bytes.iter().copied())
-        .collect();
-    if let Some((_, bytes)) = known.and_then(|known| known.bytecode.as_ref()) {
-        input.extend_from_slice(bytes);
-    }
-    input
+        .collect()
 }
 
 /// A command line and the environment variables it needs.
@@ -643,38 +597,10 @@ mod tests {
         let found = Interpreters::parse("python3=/usr/local/bin/python3\nnode=\nnode-version=\n");
         assert_eq!(found.python.as_deref(), Some("/usr/local/bin/python3"));
         assert_eq!(found.node, None);
-        assert!(install_script(None).contains("head -c"));
+        assert!(install_script().contains("head -c"));
         assert_eq!(
-            install_input(None).len(),
+            install_input().len(),
             files().iter().map(|(_, b, _)| b.len()).sum::<usize>()
         );
-        let probed = Interpreters::parse(
-            "bytecode=/opt/code-sandbox/__pycache__/python_guard.cpython-313.pyc=0aff\npython3=/usr/bin/python3\n",
-        );
-        let (path, bytes) = probed.bytecode.clone().unwrap();
-        assert_eq!(
-            (path.as_str(), bytes.as_slice()),
-            (
-                "__pycache__/python_guard.cpython-313.pyc",
-                &[0x0a, 0xff][..]
-            )
-        );
-        // Later containers store the bytecode and start no interpreter.
-        let later = install_script(Some(&probed));
-        assert!(
-            later.contains("> __pycache__/python_guard.cpython-313.pyc"),
-            "{later}"
-        );
-        assert!(
-            !later.contains("python3 -c") && !later.contains("node --version"),
-            "{later}"
-        );
-        assert_eq!(
-            install_input(Some(&probed)).len(),
-            install_input(None).len() + 2
-        );
-        // A path outside the install directory is not taken.
-        let outside = Interpreters::parse("bytecode=/etc/x.pyc=00\n");
-        assert_eq!(outside.bytecode, None);
     }
 }

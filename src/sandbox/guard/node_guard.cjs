@@ -339,6 +339,19 @@
   applyEnv(header.env);
   fs.writeFileSync(main, input.subarray(newline + 1));
   process.argv[1] = main;
+  // The end line goes out after every 'exit' listener has run, when the program ends
+  // well. A failing one gets none: Node prints its uncaught error after 'exit', and the
+  // run then ends with the process instead.
+  const emit = process.emit;
+  process.emit = function (event, code) {
+    const result = emit.apply(this, arguments);
+    if (event === 'exit' && (process.exitCode ?? code ?? 0) == 0) {
+      const line = '\x1e' + header.end + ' 0\n';
+      writeAll(1, line);
+      writeAll(2, line);
+    }
+    return result;
+  };
   // Started from the event loop, so no frame of this file is under the snippet's.
   setImmediate(runMain);
 

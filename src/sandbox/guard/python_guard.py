@@ -535,8 +535,38 @@ def _main(install, print_exception):
     with open(main_path, "wb") as handle:
         handle.write(source)
     namespace.update({"__file__": main_path, "__cached__": None})
-    if _run(source, main_path, namespace, running, print_exception):
+    status = [1]
+    _end_at_exit(header["end"], status)
+    try:
+        status[0] = _run(source, main_path, namespace, running, print_exception)
+    except SystemExit as error:
+        code = error.code
+        status[0] = 0 if code is None else (code & 0xFF if isinstance(code, int) else 1)
+        raise
+    if status[0]:
         sys.exit(1)
+
+
+def _end_at_exit(end, status):
+    """Writes the end line when the interpreter exits: registered before the snippet's
+    own exit handlers, so it runs after all of them."""
+    import atexit
+    import os
+    import sys
+
+    write = os.write
+
+    def finish():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        line = ("\x1e%s %d\n" % (end, status[0])).encode()
+        write(1, line)
+        write(2, line)
+
+    atexit.register(finish)
 
 
 def _run(source, filename, namespace, running, print_exception):
