@@ -14,8 +14,9 @@ use std::time::Duration;
 
 /// How long the first contact with the engine may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Per-request timeout of the client, in seconds. Long runs are not affected: the exec
-/// output is a stream, and the timeout covers only getting the response started.
+/// Per-request timeout of the client, in seconds. Long runs, and interpreters waiting
+/// in the pool for minutes, are not affected: an attachment is an upgraded connection,
+/// and the timeout covers only getting the response started.
 const REQUEST_TIMEOUT_SECS: u64 = 120;
 
 const DOCKER_SOCKET: &str = "/var/run/docker.sock";

@@ -166,7 +166,7 @@ impl GuardLines {
     }
 }
 
-/// How an exec ended.
+/// How a run (or session call) ended.
 #[derive(Debug)]
 pub struct Executed {
     pub exit_code: i64,

@@ -8,7 +8,7 @@
 //! on stdout, and a flood on stdout cannot hide the traceback. Where a stream is cut, a
 //! marker line says how many bytes were left out. Memory stays bounded during the run:
 //! each stream buffers at most the cap (its head) plus half the cap (a ring of its
-//! latest bytes), whatever the program writes, and the caller keeps draining the exec
+//! latest bytes), whatever the program writes, and the caller keeps draining the output
 //! stream so the program can still finish and report its exit code.
 
 use crate::policy::ByteSize;

@@ -367,7 +367,7 @@ impl Runtime {
         });
     }
 
-    /// What an exec's result means to the caller: the guard's block lines become
+    /// What a run's result means to the caller: the guard's block lines become
     /// findings, and a kill is told apart as the OOM killer's.
     pub async fn outcome(
         &self,
@@ -530,6 +530,8 @@ impl Runtime {
             if self.closing.is_cancelled() {
                 return Err(SandboxError::ShuttingDown);
             }
+            // Counted like any creation: shutdown waits for the setup container to go.
+            let _creating = Creating::start(self);
             let volume = container::create_volume(docker, &self.instance).await?;
             let body =
                 container::setup_body(image, &self.instance, &volume, &guard::install_script());
@@ -571,10 +573,10 @@ impl Runtime {
         if self.closing.is_cancelled() {
             return Err(SandboxError::ShuttingDown);
         }
-        self.creating.fetch_add(1, Ordering::SeqCst);
+        let _creating = Creating::start(self);
         let body = container::create_body(&self.policy, image, &self.instance, main);
         let created = container::create_attached(docker, &self.policy, image, body).await;
-        let result = match created {
+        match created {
             Ok((id, _)) if self.closing.is_cancelled() => {
                 container::remove(docker, &id).await;
                 Err(SandboxError::ShuttingDown)
@@ -585,10 +587,7 @@ impl Runtime {
                 Ok(Interpreter::attached(id, attached))
             }
             Err(error) => Err(error),
-        };
-        self.creating.fetch_sub(1, Ordering::SeqCst);
-        self.created.notify_waiters();
-        result
+        }
     }
 
     /// Starts the creations that bring `language`'s pool back to its target
@@ -794,6 +793,24 @@ fn end_token_salt() -> String {
 /// The pool holds interpreters, so it is kept per language as well as per image.
 fn pool_key(policy: &Policy, language: Language) -> String {
     format!("{language}@{}", policy.images.for_language(language))
+}
+
+/// One container creation under way, counted from its start until this is dropped
+/// (however the creation ends), so that `shutdown` can wait for it.
+struct Creating<'a>(&'a Runtime);
+
+impl<'a> Creating<'a> {
+    fn start(runtime: &'a Runtime) -> Creating<'a> {
+        runtime.creating.fetch_add(1, Ordering::SeqCst);
+        Creating(runtime)
+    }
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        self.0.creating.fetch_sub(1, Ordering::SeqCst);
+        self.0.created.notify_waiters();
+    }
 }
 
 /// The guard files of one image, in a volume every container of it mounts read-only.

@@ -20,8 +20,8 @@ use crate::analysis::{dynamic, Analysis, Fact, FactKind, Language, SourceKind, S
 use crate::policy::{Action, Finding, Layer, Policy, PolicyEngine, Rule};
 use serde::{Deserialize, Serialize};
 
-/// Where the guard files live in every sandbox container: a root-owned tmpfs the
-/// sandbox user can read and execute but not change.
+/// Where the guard files live in every sandbox container: a volume mounted read-only,
+/// root's files, which the sandbox user can read and execute but not change.
 pub const INSTALL_DIR: &str = "/opt/code-sandbox";
 
 /// The kernel-floor helper, built by build.rs; empty where the target has none.
@@ -42,7 +42,8 @@ pub fn files() -> [(&'static str, &'static [u8], u32); 3] {
     ]
 }
 
-/// What an image offers, probed once per image when its first container is set up.
+/// What an image offers, probed once per image by the container that fills its guard
+/// volume.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Interpreters {
     /// Absolute path of `python3`, if the image has one.
