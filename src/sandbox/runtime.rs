@@ -9,8 +9,8 @@ use super::exec::{self, Interpreter, Program};
 use super::guard::{self, Guard, Interpreters, Mode};
 use super::instance::Instance;
 use super::pool::{Claim, Pool};
-use super::session::{Session, Sessions};
-use super::{RunOutcome, RunRequest, SandboxError, SessionCall};
+use super::session::Sessions;
+use super::{RunOutcome, RunRequest, SandboxError};
 use crate::analysis::Language;
 use crate::policy::Policy;
 use bollard::query_parameters::{CreateImageOptionsBuilder, ListContainersOptionsBuilder};
@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 /// A run's concurrency slot; shared with work the run leaves behind (a container
 /// still being created when it was cancelled) so the slot outlives both.
-type Permit = Arc<tokio::sync::OwnedSemaphorePermit>;
+pub(super) type Permit = Arc<tokio::sync::OwnedSemaphorePermit>;
 /// How long `shutdown` waits for container creations already sent to the engine, so
 /// that their containers are known and removed too.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
@@ -34,8 +34,8 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
 const SHUTDOWN_REMOVAL_ROUNDS: u32 = 50;
 
 pub struct Runtime {
-    policy: Arc<Policy>,
-    instance: Instance,
+    pub(super) policy: Arc<Policy>,
+    pub(super) instance: Instance,
     /// `None` until the first successful connection; a failure is not remembered, so the
     /// next run tries again.
     docker: tokio::sync::Mutex<Option<Docker>>,
@@ -45,7 +45,7 @@ pub struct Runtime {
     images: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
     pool: Pool<Interpreter>,
     permits: Arc<Semaphore>,
-    closing: CancellationToken,
+    pub(super) closing: CancellationToken,
     /// Every container created and not yet removed: ready, running or being removed.
     live: Mutex<HashSet<String>>,
     /// What the policy installs at run time, per language (built once).
@@ -53,9 +53,9 @@ pub struct Runtime {
     /// Per image: the volume holding the guard files, filled once, and what the image
     /// offers (probed then). A failed setup is retried.
     guard_files: Mutex<HashMap<String, Arc<OnceCell<GuardFiles>>>>,
-    sessions: Sessions,
+    pub(super) sessions: Sessions,
     /// The task that ends idle and expired sessions runs once the first one opens.
-    reaping: AtomicBool,
+    pub(super) reaping: AtomicBool,
     /// Creations sent to the engine and not yet recorded in `live`.
     creating: AtomicUsize,
     created: Notify,
@@ -97,7 +97,7 @@ impl Runtime {
     }
 
     /// The engine, connecting on first use.
-    async fn docker(self: &Arc<Self>) -> Result<Docker, SandboxError> {
+    pub(super) async fn docker(self: &Arc<Self>) -> Result<Docker, SandboxError> {
         let mut slot = self.docker.lock().await;
         if let Some(docker) = slot.as_ref() {
             return Ok(docker.clone());
@@ -182,7 +182,7 @@ impl Runtime {
     /// What every run waits for before it may start: its turn (calls beyond
     /// `pool.max_concurrent` wait here, in order; they never fail), the engine, and its
     /// image. Returns the turn, the engine and the run's wall-clock limit.
-    async fn admit(
+    pub(super) async fn admit(
         self: &Arc<Self>,
         request: &RunRequest,
         cancel: &CancellationToken,
@@ -210,161 +210,6 @@ impl Runtime {
         let limit = self.policy.limits.timeout();
         let timeout = request.timeout.map_or(limit, |wanted| wanted.min(limit));
         Ok((permit, docker, timeout))
-    }
-
-    pub async fn run_in_session(
-        self: &Arc<Self>,
-        owner: &str,
-        name: &str,
-        request: RunRequest,
-        cancel: CancellationToken,
-    ) -> Result<SessionCall, SandboxError> {
-        let language = request.language();
-        let (permit, docker, timeout) = self.admit(&request, &cancel).await?;
-        // A session that ends while this call waits for it (idle, or asked to) is
-        // replaced by a new one of the same name.
-        let (session, mut slot) = loop {
-            let session =
-                self.sessions
-                    .get_or_open(&self.policy.sessions, owner, name, language)?;
-            self.start_reaper(&docker);
-            let slot = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
-                slot = session.interpreter.clone().lock_owned() => slot,
-            };
-            if !session.has_ended() {
-                break (session, slot);
-            }
-        };
-        if slot.is_none() {
-            let mode = Mode {
-                session: true,
-                preload: Vec::new(),
-            };
-            match self
-                .start_cancellable(&docker, language, mode, &cancel, &permit)
-                .await
-            {
-                Ok(interpreter) => {
-                    session.set_container(Some(interpreter.container.clone()));
-                    *slot = Some(interpreter);
-                }
-                Err(error) => {
-                    self.sessions.close(owner, name, &session);
-                    return Err(error);
-                }
-            }
-        }
-        let call = session.record_call(&request.code);
-        let (code, awaits) = match language {
-            Language::Python => (request.code.clone(), false),
-            Language::JavaScript => crate::analysis::javascript::session_script(&request.code),
-        };
-        let program = Program {
-            file: "",
-            code: code.into_bytes(),
-            env: request.env.clone(),
-            tap: request.tap.clone(),
-            call: Some((call, awaits)),
-        };
-        let token = format!("{}-{call}-{}", self.instance.id, end_token_salt());
-        let interpreter = slot.as_mut().expect("the session's interpreter");
-        let id = interpreter.container.clone();
-        let result = exec::execute(
-            &docker,
-            interpreter,
-            &program,
-            &token,
-            timeout,
-            self.policy.limits.output,
-            &cancel,
-        )
-        .await;
-        session.touch();
-        let ended = result.as_ref().map_or(true, |executed| executed.ended);
-        // Read while the container is still there: the OOM evidence is in its cgroup.
-        let outcome = self.outcome(&docker, &id, result).await;
-        if ended {
-            *slot = None;
-            self.end(&docker, owner, name, &session).await;
-        }
-        drop(slot);
-        let outcome = outcome?;
-        let ended = ended.then(|| {
-            if outcome.timed_out {
-                "the call reached its time limit, so the session was ended".to_string()
-            } else if outcome.oom_killed {
-                "the program ran out of memory, so the session was ended".to_string()
-            } else {
-                format!(
-                    "the program exited (exit code {}), which ends the session",
-                    outcome.exit_code
-                )
-            }
-        });
-        Ok(SessionCall {
-            outcome,
-            call,
-            ended,
-        })
-    }
-
-    pub fn session_history(&self, owner: &str, name: &str) -> Option<String> {
-        self.sessions
-            .get(owner, name)
-            .map(|session| session.history())
-    }
-
-    pub async fn end_session(self: &Arc<Self>, owner: &str, name: &str) -> bool {
-        let Some(session) = self.sessions.get(owner, name) else {
-            return false;
-        };
-        match self.docker().await {
-            Ok(docker) => self.end(&docker, owner, name, &session).await,
-            Err(_) => self.sessions.close(owner, name, &session),
-        }
-        true
-    }
-
-    /// Takes the session out of the table and removes its container (a call running in
-    /// it ends as its interpreter goes).
-    async fn end(&self, docker: &Docker, owner: &str, name: &str, session: &Arc<Session>) {
-        self.sessions.close(owner, name, session);
-        if let Some(id) = session.container() {
-            session.set_container(None);
-            self.discard(docker, &id).await;
-        }
-    }
-
-    /// Starts, once, the task that ends sessions idle or alive for too long.
-    fn start_reaper(self: &Arc<Self>, docker: &Docker) {
-        if self.reaping.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let runtime = Arc::downgrade(self);
-        let docker = docker.clone();
-        let settings = &self.policy.sessions;
-        let tick = (settings.idle_timeout.0.min(settings.max_lifetime.0) / 4)
-            .clamp(Duration::from_millis(100), Duration::from_secs(5));
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(tick).await;
-                let Some(runtime) = runtime.upgrade() else {
-                    return;
-                };
-                if runtime.closing.is_cancelled() {
-                    return;
-                }
-                for (name, session) in runtime.sessions.expired(&runtime.policy.sessions) {
-                    tracing::debug!(session = %name, "session idle or too old: ending it");
-                    if let Some(id) = session.container() {
-                        session.set_container(None);
-                        runtime.discard(&docker, &id).await;
-                    }
-                }
-            }
-        });
     }
 
     /// What a run's result means to the caller: the guard's block lines become
@@ -634,7 +479,7 @@ impl Runtime {
             .collect()
     }
 
-    async fn discard(&self, docker: &Docker, id: &str) {
+    pub(super) async fn discard(&self, docker: &Docker, id: &str) {
         container::remove(docker, id).await;
         self.live_set().remove(id);
     }
@@ -779,7 +624,7 @@ impl Runtime {
 }
 
 /// Makes a session call's end token unguessable in advance by the code it ends.
-fn end_token_salt() -> String {
+pub(super) fn end_token_salt() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(

@@ -1,5 +1,6 @@
 //! Named sessions: calls with the same name, from the same client, share one container
 //! and one interpreter, so variables, imports and files last from one call to the next.
+//! Here are the table of open sessions and how the runtime runs a call in one.
 //!
 //! A session's interpreter runs the guard's session loop (see `exec`): calls go in over
 //! its stdin one after another, and each ends at its end lines. The run-time layers stay
@@ -11,13 +12,18 @@
 //! `sessions:`), when a call times out, runs out of memory or the program exits, and
 //! with its client (the server's shutdown removes every container).
 
-use super::exec::Interpreter;
+use super::exec::{self, Interpreter, Program};
+use super::guard::Mode;
+use super::runtime::{end_token_salt, Runtime};
+use super::{RunRequest, SandboxError, SessionCall};
 use crate::analysis::Language;
 use crate::policy::SessionSettings;
+use bollard::Docker;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// One session: its interpreter (started by its first call) and what it has run.
 pub struct Session {
@@ -208,6 +214,164 @@ impl Sessions {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<Session>>> {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// How the runtime runs a session's calls, and ends sessions.
+impl Runtime {
+    pub async fn run_in_session(
+        self: &Arc<Self>,
+        owner: &str,
+        name: &str,
+        request: RunRequest,
+        cancel: CancellationToken,
+    ) -> Result<SessionCall, SandboxError> {
+        let language = request.language();
+        let (permit, docker, timeout) = self.admit(&request, &cancel).await?;
+        // A session that ends while this call waits for it (idle, or asked to) is
+        // replaced by a new one of the same name.
+        let (session, mut slot) = loop {
+            let session =
+                self.sessions
+                    .get_or_open(&self.policy.sessions, owner, name, language)?;
+            self.start_reaper(&docker);
+            let slot = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+                slot = session.interpreter.clone().lock_owned() => slot,
+            };
+            if !session.has_ended() {
+                break (session, slot);
+            }
+        };
+        if slot.is_none() {
+            let mode = Mode {
+                session: true,
+                preload: Vec::new(),
+            };
+            match self
+                .start_cancellable(&docker, language, mode, &cancel, &permit)
+                .await
+            {
+                Ok(interpreter) => {
+                    session.set_container(Some(interpreter.container.clone()));
+                    *slot = Some(interpreter);
+                }
+                Err(error) => {
+                    self.sessions.close(owner, name, &session);
+                    return Err(error);
+                }
+            }
+        }
+        let call = session.record_call(&request.code);
+        let (code, awaits) = match language {
+            Language::Python => (request.code.clone(), false),
+            Language::JavaScript => crate::analysis::javascript::session_script(&request.code),
+        };
+        let program = Program {
+            file: "",
+            code: code.into_bytes(),
+            env: request.env.clone(),
+            tap: request.tap.clone(),
+            call: Some((call, awaits)),
+        };
+        let token = format!("{}-{call}-{}", self.instance.id, end_token_salt());
+        let interpreter = slot.as_mut().expect("the session's interpreter");
+        let id = interpreter.container.clone();
+        let result = exec::execute(
+            &docker,
+            interpreter,
+            &program,
+            &token,
+            timeout,
+            self.policy.limits.output,
+            &cancel,
+        )
+        .await;
+        session.touch();
+        let ended = result.as_ref().map_or(true, |executed| executed.ended);
+        // Read while the container is still there: the OOM evidence is in its cgroup.
+        let outcome = self.outcome(&docker, &id, result).await;
+        if ended {
+            *slot = None;
+            self.end(&docker, owner, name, &session).await;
+        }
+        drop(slot);
+        let outcome = outcome?;
+        let ended = ended.then(|| {
+            if outcome.timed_out {
+                "the call reached its time limit, so the session was ended".to_string()
+            } else if outcome.oom_killed {
+                "the program ran out of memory, so the session was ended".to_string()
+            } else {
+                format!(
+                    "the program exited (exit code {}), which ends the session",
+                    outcome.exit_code
+                )
+            }
+        });
+        Ok(SessionCall {
+            outcome,
+            call,
+            ended,
+        })
+    }
+
+    pub fn session_history(&self, owner: &str, name: &str) -> Option<String> {
+        self.sessions
+            .get(owner, name)
+            .map(|session| session.history())
+    }
+
+    pub async fn end_session(self: &Arc<Self>, owner: &str, name: &str) -> bool {
+        let Some(session) = self.sessions.get(owner, name) else {
+            return false;
+        };
+        match self.docker().await {
+            Ok(docker) => self.end(&docker, owner, name, &session).await,
+            Err(_) => self.sessions.close(owner, name, &session),
+        }
+        true
+    }
+
+    /// Takes the session out of the table and removes its container (a call running in
+    /// it ends as its interpreter goes).
+    async fn end(&self, docker: &Docker, owner: &str, name: &str, session: &Arc<Session>) {
+        self.sessions.close(owner, name, session);
+        if let Some(id) = session.container() {
+            session.set_container(None);
+            self.discard(docker, &id).await;
+        }
+    }
+
+    /// Starts, once, the task that ends sessions idle or alive for too long.
+    fn start_reaper(self: &Arc<Self>, docker: &Docker) {
+        if self.reaping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let runtime = Arc::downgrade(self);
+        let docker = docker.clone();
+        let settings = &self.policy.sessions;
+        let tick = (settings.idle_timeout.0.min(settings.max_lifetime.0) / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(5));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(tick).await;
+                let Some(runtime) = runtime.upgrade() else {
+                    return;
+                };
+                if runtime.closing.is_cancelled() {
+                    return;
+                }
+                for (name, session) in runtime.sessions.expired(&runtime.policy.sessions) {
+                    tracing::debug!(session = %name, "session idle or too old: ending it");
+                    if let Some(id) = session.container() {
+                        session.set_container(None);
+                        runtime.discard(&docker, &id).await;
+                    }
+                }
+            }
+        });
     }
 }
 
