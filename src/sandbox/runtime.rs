@@ -161,17 +161,9 @@ impl Runtime {
             tap: request.tap.clone(),
             call: None,
         };
-        let token = format!("{}-{}", self.instance.id, end_token_salt());
-        let result = exec::execute(
-            &docker,
-            &mut interpreter,
-            &program,
-            &token,
-            timeout,
-            self.policy.limits.output,
-            &cancel,
-        )
-        .await;
+        let result = self
+            .send(&docker, &mut interpreter, &program, timeout, &cancel)
+            .await;
         let outcome = self.outcome(&docker, &id, result).await;
         // Refill once this run is done, so the new container's start does not compete
         // with this run for the CPU.
@@ -210,6 +202,29 @@ impl Runtime {
         let limit = self.policy.limits.timeout();
         let timeout = request.timeout.map_or(limit, |wanted| wanted.min(limit));
         Ok((permit, docker, timeout))
+    }
+
+    /// Sends `program` to `interpreter` with an end token of its own, and collects the
+    /// run (see [`exec::execute`]).
+    pub(super) async fn send(
+        &self,
+        docker: &Docker,
+        interpreter: &mut Interpreter,
+        program: &Program,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<exec::Executed, SandboxError> {
+        let token = format!("{}-{}", self.instance.id, end_token_salt());
+        exec::execute(
+            docker,
+            interpreter,
+            program,
+            &token,
+            timeout,
+            self.policy.limits.output,
+            cancel,
+        )
+        .await
     }
 
     /// What a run's result means to the caller: the guard's block lines become
@@ -364,13 +379,7 @@ impl Runtime {
     /// The guard files for containers of `image`: a volume of this instance's, filled
     /// once by a setup container of the image (which also probes what it offers).
     async fn guard_files(&self, docker: &Docker, image: &str) -> Result<GuardFiles, SandboxError> {
-        let cell = self
-            .guard_files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(image.to_string())
-            .or_default()
-            .clone();
+        let cell = once_per_image(&self.guard_files, image);
         cell.get_or_try_init(|| async {
             if self.closing.is_cancelled() {
                 return Err(SandboxError::ShuttingDown);
@@ -492,13 +501,7 @@ impl Runtime {
 
     /// Checks that `image` exists, pulling it once if it does not.
     async fn ensure_image(&self, docker: &Docker, image: &str) -> Result<(), SandboxError> {
-        let cell = self
-            .images
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(image.to_string())
-            .or_default()
-            .clone();
+        let cell = once_per_image(&self.images, image);
         cell.get_or_try_init(|| async {
             match docker.inspect_image(image).await {
                 Ok(_) => Ok(()),
@@ -624,7 +627,7 @@ impl Runtime {
 }
 
 /// Makes a session call's end token unguessable in advance by the code it ends.
-pub(super) fn end_token_salt() -> String {
+fn end_token_salt() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(
@@ -633,6 +636,19 @@ pub(super) fn end_token_salt() -> String {
             .map_or(0, |d| d.as_nanos()),
     );
     format!("{:016x}", hasher.finish())
+}
+
+/// The cell that makes something happen once per image (a failure is retried).
+fn once_per_image<T>(
+    cells: &Mutex<HashMap<String, Arc<OnceCell<T>>>>,
+    image: &str,
+) -> Arc<OnceCell<T>> {
+    cells
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(image.to_string())
+        .or_default()
+        .clone()
 }
 
 /// The pool holds interpreters, so it is kept per language as well as per image.

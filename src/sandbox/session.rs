@@ -12,9 +12,9 @@
 //! `sessions:`), when a call times out, runs out of memory or the program exits, and
 //! with its client (the server's shutdown removes every container).
 
-use super::exec::{self, Interpreter, Program};
+use super::exec::{Interpreter, Program};
 use super::guard::Mode;
-use super::runtime::{end_token_salt, Runtime};
+use super::runtime::Runtime;
 use super::{RunRequest, SandboxError, SessionCall};
 use crate::analysis::Language;
 use crate::policy::SessionSettings;
@@ -275,19 +275,11 @@ impl Runtime {
             tap: request.tap.clone(),
             call: Some((call, awaits)),
         };
-        let token = format!("{}-{call}-{}", self.instance.id, end_token_salt());
         let interpreter = slot.as_mut().expect("the session's interpreter");
         let id = interpreter.container.clone();
-        let result = exec::execute(
-            &docker,
-            interpreter,
-            &program,
-            &token,
-            timeout,
-            self.policy.limits.output,
-            &cancel,
-        )
-        .await;
+        let result = self
+            .send(&docker, interpreter, &program, timeout, &cancel)
+            .await;
         session.touch();
         let ended = result.as_ref().map_or(true, |executed| executed.ended);
         // Read while the container is still there: the OOM evidence is in its cgroup.
