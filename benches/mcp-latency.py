@@ -18,7 +18,8 @@ clock and the server):
                   only the program's round trip;
   mcp b2b         run_python_code back to back, no pause: calls outrun the refills;
   exec b2b        `docker exec … python3 -c` back to back;
-  8 callers       8 concurrent callers over one connection: runs per second.
+  8 callers       8 concurrent callers over one connection, --calls in all (default
+                  160): runs per second.
 Prints p50 and p95 in milliseconds for each, and the ratios the issue sets targets for.
 Needs Docker and the offline image (scripts/build-offline-image.sh); builds nothing
 itself: pass a release binary for numbers worth quoting (cargo build --release).
@@ -177,6 +178,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--pause", type=float, default=0.5)
     parser.add_argument("--callers", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=160, help="calls in the concurrent part")
     args = parser.parse_args()
 
     print(
@@ -196,7 +198,7 @@ def main():
     results["mcp session"] = bench_mcp(server, "run_python_code", "print(1)", args.runs, args.warmup, args.pause, session="bench")
     results["mcp b2b"] = bench_mcp(server, "run_python_code", "print(1)", args.runs, args.warmup, 0.0)
     results["exec b2b"] = bench_docker_exec(python, args.runs, args.warmup, 0.0)
-    throughput = bench_concurrent(server, args.callers, max(40, args.runs))
+    throughput = bench_concurrent(server, args.callers, args.calls)
     code = server.close()
     if code != 0:
         print(f"warning: the server exited with {code}", file=sys.stderr)
