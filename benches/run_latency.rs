@@ -180,6 +180,7 @@ async fn one_run(sandbox: &Sandbox) {
                 timeout: None,
                 env: Vec::new(),
                 tap: None,
+                files: Vec::new(),
             },
             CancellationToken::new(),
         )

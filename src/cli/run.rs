@@ -142,6 +142,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         timeout: Some(timeout),
         env: pass_through(&engine.policy().env.pass_through, &args.pass_through_env),
         tap: None,
+        files: Vec::new(),
     };
     let mut policy = engine.policy().clone();
     // One run, then exit: a warm pool would only start containers to throw away.

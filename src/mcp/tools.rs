@@ -113,6 +113,17 @@ impl CodeSandboxServer {
             Ok(timeout) => timeout,
             Err(message) => return not_run(RunStatus::InvalidInput, message),
         };
+        let files = match args
+            .files
+            .iter()
+            .map(|file| file.decode())
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(|files| {
+                crate::sandbox::files::check(&files, policy.limits.tmpfs).map(|()| files)
+            }) {
+            Ok(files) => files,
+            Err(message) => return not_run(RunStatus::InvalidInput, message),
+        };
         // A session's call is checked together with the calls it follows, so that a
         // name one call binds is judged where the next one uses it.
         let history = args
@@ -153,6 +164,7 @@ impl CodeSandboxServer {
             timeout: Some(timeout),
             env: self.env.to_vec(),
             tap,
+            files,
         };
         tracing::debug!(%language, timeout_ms = timeout.as_millis() as u64, "dispatching to the sandbox");
         let ran = match &args.session {

@@ -22,11 +22,60 @@ pub struct RunCodeArgs {
     /// fresh, empty sandbox. End a session with `end_session` when done.
     #[serde(default)]
     pub session: Option<String>,
+    /// Optional files to put in the working directory (/sandbox) before the code runs,
+    /// so the code can open them by name: data to analyse, a config, a helper module.
+    #[serde(default)]
+    pub files: Vec<FileArg>,
     /// Set by the server itself when the request carried code that is not valid UTF-8
     /// (see `sanitize`); never part of the advertised schema.
     #[serde(default, rename = "__invalid_utf8")]
     #[schemars(skip)]
     pub invalid_utf8: Option<String>,
+}
+
+/// A file handed in with a run.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct FileArg {
+    /// Where it goes, relative to the working directory: `data.csv`, `in/config.json`.
+    pub path: String,
+    /// Its contents: text, or base64 when `encoding` is `base64` (for binary files).
+    pub content: String,
+    #[serde(default)]
+    pub encoding: FileEncoding,
+}
+
+/// How a file's `content` is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+pub enum FileEncoding {
+    /// The text itself (the default).
+    #[default]
+    #[serde(rename = "utf-8")]
+    Utf8,
+    /// The bytes, in standard base64.
+    #[serde(rename = "base64")]
+    Base64,
+}
+
+impl FileArg {
+    /// The file's bytes, or why its content cannot be read.
+    pub fn decode(&self) -> Result<crate::sandbox::files::InputFile, String> {
+        use base64::Engine;
+        let bytes = match self.encoding {
+            FileEncoding::Utf8 => self.content.as_bytes().to_vec(),
+            FileEncoding::Base64 => base64::engine::general_purpose::STANDARD
+                .decode(self.content.trim())
+                .map_err(|error| {
+                    format!(
+                        "the content of `{}` is not valid base64 ({error})",
+                        self.path
+                    )
+                })?,
+        };
+        Ok(crate::sandbox::files::InputFile {
+            path: self.path.clone(),
+            bytes,
+        })
+    }
 }
 
 /// Arguments of `end_session`.

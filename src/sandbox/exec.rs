@@ -83,6 +83,8 @@ pub struct Program {
     pub tap: Option<super::OutputTap>,
     /// A session call: its number, and whether its value is a promise to wait for.
     pub call: Option<(u64, bool)>,
+    /// Files to write under `/sandbox` first; their bytes follow the code.
+    pub files: Vec<super::files::InputFile>,
 }
 
 impl Program {
@@ -99,6 +101,13 @@ impl Program {
             "env": env,
         });
         header["end"] = end.into();
+        if !self.files.is_empty() {
+            header["files"] = self
+                .files
+                .iter()
+                .map(|file| serde_json::json!({"path": file.path, "len": file.bytes.len()}))
+                .collect();
+        }
         if let Some((call, awaits)) = self.call {
             header["call"] = call.into();
             header["awaits"] = awaits.into();
@@ -106,6 +115,9 @@ impl Program {
         let mut bytes = header.to_string().into_bytes();
         bytes.push(b'\n');
         bytes.extend_from_slice(&self.code);
+        for file in &self.files {
+            bytes.extend_from_slice(&file.bytes);
+        }
         bytes
     }
 }
@@ -518,6 +530,10 @@ mod tests {
             env: vec![("A".into(), "it's \"x\"".into())],
             tap: None,
             call: None,
+            files: vec![crate::sandbox::files::InputFile {
+                path: "in/data.bin".into(),
+                bytes: vec![0, 255],
+            }],
         };
         let input = program.input("tok");
         let newline = input.iter().position(|&b| b == b'\n').unwrap();
@@ -525,7 +541,15 @@ mod tests {
         assert_eq!(header["file"], "main.py");
         assert_eq!(header["len"], 12);
         assert_eq!(header["env"]["A"], "it's \"x\"");
-        assert_eq!(&input[newline + 1..], program.code.as_slice());
+        assert_eq!(
+            &input[newline + 1..input.len() - 2],
+            program.code.as_slice()
+        );
+        assert_eq!(&input[input.len() - 2..], &[0, 255]);
+        assert_eq!(
+            header["files"],
+            serde_json::json!([{"path": "in/data.bin", "len": 2}])
+        );
         assert_eq!(header["end"], "tok");
         assert!(header.get("call").is_none());
         let call = Program {

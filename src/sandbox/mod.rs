@@ -24,6 +24,7 @@ mod container;
 mod engine;
 mod env;
 mod exec;
+pub mod files;
 pub mod guard;
 mod instance;
 mod output;
@@ -57,6 +58,9 @@ pub struct RunRequest {
     /// Where output goes as it arrives, besides the outcome (progress notifications,
     /// a terminal). Best effort: a chunk the receiver has no room for is skipped there.
     pub tap: Option<OutputTap>,
+    /// Files written under `/sandbox` before the code starts (checked with
+    /// [`files::check`] by the caller).
+    pub files: Vec<files::InputFile>,
 }
 
 /// Chunks of output as the program writes them.

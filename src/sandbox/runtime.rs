@@ -160,6 +160,7 @@ impl Runtime {
             env: request.env.clone(),
             tap: request.tap.clone(),
             call: None,
+            files: request.files.clone(),
         };
         let result = self
             .send(&docker, &mut interpreter, &program, timeout, &cancel)

@@ -274,6 +274,7 @@ impl Runtime {
             env: request.env.clone(),
             tap: request.tap.clone(),
             call: Some((call, awaits)),
+            files: request.files.clone(),
         };
         let interpreter = slot.as_mut().expect("the session's interpreter");
         let id = interpreter.container.clone();

@@ -213,5 +213,6 @@ pub fn request(
         timeout: None,
         env: Vec::new(),
         tap: None,
+        files: Vec::new(),
     }
 }

@@ -661,3 +661,72 @@ async fn pass_through_env_hands_only_named_host_variables_to_the_sandbox() {
     );
     assert!(image.containers().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_handed_in_are_in_the_working_directory_and_bad_paths_are_refused() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = TestImage::new("files", 0);
+    let mut server = InProcess::start(&image.policy_path, vec![]).await;
+    let files = json!([
+        {"path": "data.csv", "content": "a,b\n1,2\n"},
+        {"path": "in/deep/blob.bin", "content": "AP8Q", "encoding": "base64"},
+    ]);
+    let python = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": "print(open('data.csv').read().split()[1], list(open('in/deep/blob.bin', 'rb').read()))", "files": files}),
+        )
+        .await;
+    assert_eq!(
+        structured(&python)["stdout"],
+        "1,2 [0, 255, 16]\n",
+        "{python}"
+    );
+    let node = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({"code": "const fs = require('fs');\nconsole.log(fs.readFileSync('data.csv', 'utf8').length, [...fs.readFileSync('in/deep/blob.bin')].join(','))", "files": files, "session": "f"}),
+        )
+        .await;
+    assert_eq!(structured(&node)["stdout"], "8 0,255,16\n", "{node}");
+    // A module handed in is code the checker never saw: importing it is refused.
+    let module = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": "import helper", "files": [{"path": "helper.py", "content": "print('ran')"}]}),
+        )
+        .await;
+    assert_eq!(structured(&module)["status"], "blocked", "{module}");
+    assert_eq!(structured(&module)["stdout"], "", "{module}");
+    for (file, why) in [
+        (json!({"path": "/etc/x", "content": ""}), "absolute"),
+        (json!({"path": "../x", "content": ""}), "`..`"),
+        (json!({"path": "main.py", "content": ""}), "program itself"),
+        (
+            json!({"path": "x.bin", "content": "not base64!", "encoding": "base64"}),
+            "not valid base64",
+        ),
+    ] {
+        let refused = server
+            .client
+            .call_tool(
+                "run_python_code",
+                json!({"code": "print(1)", "files": [file]}),
+            )
+            .await;
+        assert!(is_error(&refused), "{refused}");
+        assert_eq!(structured(&refused)["status"], "invalid_input", "{refused}");
+        let message = structured(&refused)["message"].as_str().unwrap();
+        assert!(message.contains(why), "{message}");
+    }
+    server.close().await;
+    assert!(image
+        .wait_for_containers(|now| now.is_empty())
+        .await
+        .is_empty());
+}

@@ -337,7 +337,9 @@
   const header = JSON.parse(input.subarray(0, newline).toString('utf8'));
   setMain(mainDir + header.file);
   applyEnv(header.env);
-  fs.writeFileSync(main, input.subarray(newline + 1));
+  const codeEnd = newline + 1 + header.len;
+  fs.writeFileSync(main, input.subarray(newline + 1, codeEnd));
+  writeFiles(header.files, input.subarray(codeEnd));
   process.argv[1] = main;
   // The end line goes out after every 'exit' listener has run, when the program ends
   // well. A failing one gets none: Node prints its uncaught error after 'exit', and the
@@ -354,6 +356,21 @@
   };
   // Started from the event loop, so no frame of this file is under the snippet's.
   setImmediate(runMain);
+
+  // The files that came with the program (their bytes follow the code), written under
+  // the working directory with their folders.
+  function writeFiles(files, bytes) {
+    let at = 0;
+    for (const { path, len } of files || []) {
+      const data = bytes.subarray(at, at + len);
+      at += len;
+      const parts = String(path).split('/');
+      if (path.startsWith('/') || parts.some((part) => ['', '.', '..'].includes(part))) continue;
+      const full = mainDir + path;
+      fs.mkdirSync(full.slice(0, full.lastIndexOf('/')), { recursive: true });
+      fs.writeFileSync(full, data);
+    }
+  }
 
   function readAll() {
     const chunks = [];
@@ -399,9 +416,13 @@
       const newline = pending.indexOf(10);
       if (newline < 0) return;
       const header = JSON.parse(pending.subarray(0, newline).toString('utf8'));
-      if (pending.length < newline + 1 + header.len) return;
-      const code = pending.subarray(newline + 1, newline + 1 + header.len).toString('utf8');
-      pending = pending.subarray(newline + 1 + header.len);
+      const filesLen = (header.files || []).reduce((sum, file) => sum + file.len, 0);
+      const frameEnd = newline + 1 + header.len + filesLen;
+      if (pending.length < frameEnd) return;
+      const codeEnd = newline + 1 + header.len;
+      const code = pending.subarray(newline + 1, codeEnd).toString('utf8');
+      writeFiles(header.files, pending.subarray(codeEnd, frameEnd));
+      pending = pending.subarray(frameEnd);
       running = true;
       if (!envSet) {
         applyEnv(header.env);

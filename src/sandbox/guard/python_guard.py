@@ -530,6 +530,7 @@ def _main(install, print_exception):
 
     header = _read_json(control.readline().decode("utf-8"))
     source = control.read(header["len"])
+    _write_files(control, header.get("files", ()))
     control.close()
     os.environ.update(header.get("env", {}))
     with open(main_path, "wb") as handle:
@@ -545,6 +546,22 @@ def _main(install, print_exception):
         raise
     if status[0]:
         sys.exit(1)
+
+
+def _write_files(control, files):
+    """Writes the files that came with the program (their bytes follow the code) under
+    the working directory, creating their folders."""
+    import os
+
+    for entry in files:
+        data = control.read(entry["len"])
+        path = entry["path"]
+        if path.startswith("/") or any(part in ("", ".", "..") for part in path.split("/")):
+            continue  # refused by the server already; never written outside /sandbox
+        full = "/sandbox/" + path
+        os.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+        with open(full, "wb") as handle:
+            handle.write(data)
 
 
 def _end_at_exit(end, status):
@@ -607,6 +624,7 @@ def _serve_session(control, running, namespace, print_exception):
             return
         header = _read_json(line.decode("utf-8"))
         source = control.read(header["len"])
+        _write_files(control, header.get("files", ()))
         if not env_set:
             os.environ.update(header.get("env", {}))
             env_set = True
