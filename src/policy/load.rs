@@ -164,14 +164,30 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
             .find(|(preset, _)| preset == name)
             .map(|(_, text)| text.to_string())
             .ok_or_else(|| {
+                let hint = closest_preset(name)
+                    .map(|preset| format!("; did you mean `{preset}`?"))
+                    .unwrap_or_default();
                 error(
                     &label,
                     None,
-                    format!("no preset named `{name}` (presets: {})", preset_names()),
+                    format!(
+                        "no preset named `{name}` (presets: {}){hint}",
+                        preset_names()
+                    ),
                 )
             })?,
-        PolicySource::File(path) => std::fs::read_to_string(path)
-            .map_err(|e| error(&label, None, format!("cannot read policy file: {e}")))?,
+        PolicySource::File(path) => std::fs::read_to_string(path).map_err(|e| {
+            // `--policy stricct`: a name that is neither a file nor a preset is most
+            // likely a preset mistyped.
+            let hint = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .filter(|_| e.kind() == std::io::ErrorKind::NotFound)
+                .and_then(closest_preset)
+                .map(|preset| format!("; did you mean the preset `{preset}`?"))
+                .unwrap_or_default();
+            error(&label, None, format!("cannot read policy file: {e}{hint}"))
+        })?,
     };
     let file = parse(&label, &text)?;
 
@@ -206,6 +222,16 @@ fn preset_names() -> String {
         .map(|(name, _)| *name)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The preset a mistyped name most likely meant (at most two edits away).
+fn closest_preset(name: &str) -> Option<&'static str> {
+    PRESETS
+        .iter()
+        .map(|(preset, _)| (strsim::damerau_levenshtein(name, preset), *preset))
+        .filter(|(distance, _)| *distance <= 2)
+        .min()
+        .map(|(_, preset)| preset)
 }
 
 fn error(file: &str, line: Option<usize>, message: String) -> PolicyError {

@@ -78,6 +78,27 @@ fn a_project_file_changes_only_what_it_names() {
 }
 
 #[test]
+fn a_mistyped_preset_name_gets_the_preset_suggested() {
+    let dir = scratch("mistyped");
+    let error = PolicySource::discover(Some("stricct"), &dir)
+        .load()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("did you mean the preset `strict`?"),
+        "{error}"
+    );
+    let error = load(&dir, "child.yaml", "extends: permisive\n").unwrap_err();
+    assert!(error.contains("did you mean `permissive`?"), "{error}");
+    // A missing file whose name is nothing like a preset gets no guess.
+    let error = PolicySource::discover(Some("project-policy.yaml"), &dir)
+        .load()
+        .unwrap_err()
+        .to_string();
+    assert!(!error.contains("did you mean"), "{error}");
+}
+
+#[test]
 fn sessions_and_preloads_have_defaults_a_project_can_change() {
     let dir = scratch("sessions");
     let defaults = load(&dir, "defaults.yaml", "version: 1\n").unwrap();
