@@ -15,10 +15,12 @@ use bollard::container::AttachContainerResults;
 use bollard::models::VolumeCreateRequest;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
-    AttachContainerOptions, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
+    AttachContainerOptions, ListContainersOptionsBuilder, ListVolumesOptionsBuilder,
+    RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
 };
 use bollard::Docker;
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// The label every sandbox container carries; its value is the owning instance's id.
 pub const LABEL: &str = "code-sandbox-mcp";
@@ -266,6 +268,63 @@ pub async fn remove(docker: &Docker, id: &str) {
         }) => {}
         Err(error) => {
             tracing::warn!(container = short(id), %error, "could not remove a sandbox container")
+        }
+    }
+}
+
+/// Containers (running or not) matching a label filter, with their labels and age.
+pub async fn list_labelled(
+    docker: &Docker,
+    filter: &str,
+) -> Vec<(String, HashMap<String, String>, Option<Duration>)> {
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&HashMap::from([(
+            "label".to_string(),
+            vec![filter.to_string()],
+        )]))
+        .build();
+    match docker.list_containers(Some(options)).await {
+        Ok(containers) => containers
+            .into_iter()
+            .filter_map(|c| {
+                let age = c.created.and_then(|created| {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .ok()?;
+                    now.checked_sub(Duration::from_secs(u64::try_from(created).ok()?))
+                });
+                Some((c.id?, c.labels.unwrap_or_default(), age))
+            })
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "listing sandbox containers");
+            Vec::new()
+        }
+    }
+}
+
+/// Volumes matching a label filter, with their labels.
+pub async fn list_volumes_labelled(
+    docker: &Docker,
+    filter: &str,
+) -> Vec<(String, HashMap<String, String>)> {
+    let options = ListVolumesOptionsBuilder::default()
+        .filters(&HashMap::from([(
+            "label".to_string(),
+            vec![filter.to_string()],
+        )]))
+        .build();
+    match docker.list_volumes(Some(options)).await {
+        Ok(list) => list
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|volume| (volume.name, volume.labels))
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "listing sandbox volumes");
+            Vec::new()
         }
     }
 }

@@ -88,7 +88,7 @@ pub struct Program {
 }
 
 impl Program {
-    /// The bytes written to the interpreter's stdin; `end` is the session call's token.
+    /// The bytes written to the interpreter's stdin; `end` is the run's end token.
     fn input(&self, end: &str) -> Vec<u8> {
         let env: serde_json::Map<String, serde_json::Value> = self
             .env
@@ -99,8 +99,8 @@ impl Program {
             "file": self.file,
             "len": self.code.len(),
             "env": env,
+            "end": end,
         });
-        header["end"] = end.into();
         if !self.files.is_empty() {
             header["files"] = self
                 .files
@@ -192,7 +192,8 @@ pub struct Executed {
     pub ended: bool,
 }
 
-/// How often a running exec is asked whether its program has exited.
+/// How often a running container is asked whether its program has exited (for a
+/// program that writes no end line).
 const EXIT_POLL: Duration = Duration::from_millis(500);
 /// Output still arriving after the program exited is collected for this long.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
@@ -200,8 +201,8 @@ const EXIT_GRACE: Duration = Duration::from_millis(200);
 /// Exit code reported when the run was killed (SIGKILL), like a shell reports it.
 pub const KILLED_EXIT_CODE: i64 = 137;
 
-/// Finds a session call's end line (`\x1e<token> <status>\n`) in one stream, wherever
-/// chunks split it, and passes everything before it on.
+/// Finds a run's end line (`\x1e<token> <status>\n`) in one stream, wherever chunks
+/// split it, and passes everything before it on.
 struct EndLine {
     pattern: Vec<u8>,
     /// Bytes that may be the start of the end line, held until that is decided.
@@ -255,9 +256,8 @@ impl EndLine {
 /// Sends `program` to the waiting `interpreter` and collects its output until the end
 /// lines carrying `end` (a token the code cannot know in advance), or the process's
 /// end. `Executed::ended` says whether the interpreter is gone (always, for a
-/// stateless run). On timeout or
-/// cancellation the container is removed (that kills every process in it); on
-/// cancellation `Err(Cancelled)` returns once it is gone.
+/// stateless run). On timeout or cancellation the container is removed (that kills
+/// every process in it); on cancellation `Err(Cancelled)` returns once it is gone.
 pub async fn execute(
     docker: &Docker,
     interpreter: &mut Interpreter,
@@ -437,30 +437,32 @@ pub async fn run_setup(
     }
 }
 
+/// What the engine says of container `id` now: `Ok(Some(code))` once its main process
+/// has exited, `Ok(None)` while it runs, `Err` when it cannot be asked (or is gone).
+async fn exit_state(docker: &Docker, id: &str) -> Result<Option<i64>, ()> {
+    let info = docker.inspect_container(id, None).await.map_err(|error| {
+        tracing::debug!(%error, "inspecting the container");
+    })?;
+    let state = info.state.ok_or(())?;
+    Ok(match state.running {
+        Some(true) => None,
+        _ => Some(state.exit_code.ok_or(())?),
+    })
+}
+
 /// The container's exit code once its main process has exited; `None` while it runs.
 async fn exited_with(docker: &Docker, id: &str) -> Option<i64> {
-    let state = docker.inspect_container(id, None).await.ok()?.state?;
-    match state.running {
-        Some(false) => state.exit_code,
-        _ => None,
-    }
+    exit_state(docker, id).await.ok().flatten()
 }
 
 /// The container's exit code. The output stream can close a moment before the engine
 /// records the exit, so a still-running answer is asked again, briefly.
 async fn exit_code(docker: &Docker, id: &str) -> Option<i64> {
     for attempt in 0..200u32 {
-        match docker.inspect_container(id, None).await {
-            Ok(info) => {
-                let state = info.state?;
-                if state.running != Some(true) {
-                    return state.exit_code;
-                }
-            }
-            Err(error) => {
-                tracing::debug!(%error, "inspecting the container");
-                return None;
-            }
+        match exit_state(docker, id).await {
+            Ok(Some(code)) => return Some(code),
+            Ok(None) => {}
+            Err(()) => return None,
         }
         tokio::time::sleep(Duration::from_millis(if attempt < 20 { 2 } else { 10 })).await;
     }

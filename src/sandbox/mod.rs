@@ -14,8 +14,9 @@
 //!   (see `session`) until the session ends.
 //! - `shutdown` removes every container this instance created.
 //!
-//! Below the contract, split by concern: `engine` (sockets, API version), `container`
-//! (limits → `HostConfig`, labels), `instance` (ownership, dead-instance sweep), `pool`
+//! Below the contract, split by concern: `engine` (sockets, API version), `image` (the
+//! check and the pull), `container` (limits → `HostConfig`, labels, creation, removal,
+//! listing), `instance` (ownership, dead-instance sweep), `files` (files handed in), `pool`
 //! (warm interpreters), `exec` (the waiting interpreter; code in, output out, timeout,
 //! OOM), `output` (the capped capture), `session` (named sessions), and `runtime` (all
 //! of it together).
@@ -26,6 +27,7 @@ mod env;
 mod exec;
 pub mod files;
 pub mod guard;
+mod image;
 mod instance;
 mod output;
 mod pool;

@@ -7,15 +7,14 @@ use super::container::{self, short, LABEL};
 use super::engine;
 use super::exec::{self, Interpreter, Program};
 use super::guard::{self, Guard, Interpreters, Mode};
+use super::image;
 use super::instance::Instance;
 use super::pool::{Claim, Pool};
 use super::session::Sessions;
 use super::{RunOutcome, RunRequest, SandboxError};
 use crate::analysis::Language;
 use crate::policy::Policy;
-use bollard::query_parameters::{CreateImageOptionsBuilder, ListContainersOptionsBuilder};
 use bollard::Docker;
-use futures_util::StreamExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -318,25 +317,27 @@ impl Runtime {
         mode: Mode,
     ) -> Result<Interpreter, SandboxError> {
         let image = self.policy.images.for_language(language).to_string();
-        let files = self.guard_files(docker, &image).await?;
-        let mode = Mode {
-            preload: self.policy.pool.preload.for_language(language).to_vec(),
-            ..mode
-        };
-        let (argv, env) = self.command_for(language, &files.interpreters, &mode)?;
-        let main = container::MainProcess {
-            argv,
-            env,
-            guard_volume: files.volume.clone(),
-        };
-        match self.create(docker, &image, &main).await {
-            Ok(interpreter) => Ok(interpreter),
-            Err(error @ SandboxError::ImageUnavailable(_)) => {
-                self.forget_image(&image);
-                Err(error)
-            }
-            Err(error) => Err(error),
+        let started = async {
+            let files = self.guard_files(docker, &image).await?;
+            let mode = Mode {
+                preload: self.policy.pool.preload.for_language(language).to_vec(),
+                ..mode
+            };
+            let (argv, env) = self.command_for(language, &files.interpreters, &mode)?;
+            let main = container::MainProcess {
+                argv,
+                env,
+                guard_volume: files.volume.clone(),
+            };
+            self.create(docker, &image, &main).await
         }
+        .await;
+        // Removed since it was checked (by the guard setup's container or this one's):
+        // the next run checks, and pulls, again.
+        if let Err(SandboxError::ImageUnavailable(_)) = &started {
+            self.forget_image(&image);
+        }
+        started
     }
 
     /// [`Runtime::start_interpreter`] in its own task: if the caller is cancelled
@@ -456,13 +457,12 @@ impl Runtime {
             return Vec::new();
         }
         let key = pool_key(&self.policy, language);
-        let image = key.as_str();
-        let missing = self.pool.reserve(image);
+        let missing = self.pool.reserve(&key);
         if missing > 0 {
             tracing::debug!(
-                image,
+                pool = key,
                 missing,
-                target = self.pool.target(image),
+                target = self.pool.target(&key),
                 "refilling the warm pool"
             );
         }
@@ -470,17 +470,17 @@ impl Runtime {
             .map(|_| {
                 let runtime = self.clone();
                 let docker = docker.clone();
-                let image = image.to_string();
+                let key = key.clone();
                 tokio::spawn(async move {
                     match runtime
                         .start_interpreter(&docker, language, Mode::default())
                         .await
                     {
-                        Ok(interpreter) => runtime.pool.finished(&image, Some(interpreter)),
+                        Ok(interpreter) => runtime.pool.finished(&key, Some(interpreter)),
                         Err(error) => {
-                            runtime.pool.finished(&image, None);
+                            runtime.pool.finished(&key, None);
                             if !runtime.closing.is_cancelled() {
-                                tracing::warn!(%error, image, "could not refill the warm pool");
+                                tracing::warn!(%error, pool = key, "could not refill the warm pool");
                             }
                         }
                     }
@@ -508,7 +508,7 @@ impl Runtime {
                 Ok(_) => Ok(()),
                 Err(bollard::errors::Error::DockerResponseServerError {
                     status_code: 404, ..
-                }) => pull(docker, image).await,
+                }) => image::pull(docker, image).await,
                 Err(error) => Err(container::engine_error(
                     format!("inspecting image `{image}`"),
                     error,
@@ -557,7 +557,7 @@ impl Runtime {
         loop {
             // Anything labelled with this instance's id, in case a record was missed.
             ids.extend(
-                list_labelled(&docker, &own)
+                container::list_labelled(&docker, &own)
                     .await
                     .into_iter()
                     .map(|(id, _, _)| id),
@@ -582,7 +582,7 @@ impl Runtime {
             ids.clear();
         }
         // The guard volumes go once no container uses them.
-        for (name, _) in list_volumes_labelled(&docker, &own).await {
+        for (name, _) in container::list_volumes_labelled(&docker, &own).await {
             container::remove_volume(&docker, &name).await;
         }
         tracing::debug!(instance = %self.instance.id, "sandbox containers removed at shutdown");
@@ -590,7 +590,7 @@ impl Runtime {
 
     /// Removes containers whose owning process (by their labels) is gone from this host.
     async fn sweep_dead_instances(&self, docker: &Docker) {
-        let stale: Vec<String> = list_labelled(docker, LABEL)
+        let stale: Vec<String> = container::list_labelled(docker, LABEL)
             .await
             .into_iter()
             .filter(|(_, labels, age)| self.instance.owner_is_gone(labels, *age))
@@ -610,7 +610,7 @@ impl Runtime {
 
     /// Removes the guard volumes of processes that are gone (after their containers).
     async fn sweep_dead_volumes(&self, docker: &Docker) {
-        for (name, labels) in list_volumes_labelled(docker, LABEL).await {
+        for (name, labels) in container::list_volumes_labelled(docker, LABEL).await {
             if self.instance.owner_is_gone(&labels, None) {
                 container::remove_volume(docker, &name).await;
             }
@@ -698,111 +698,4 @@ impl Drop for Discard {
                 .discard_in_background(&self.docker, std::mem::take(&mut self.id));
         }
     }
-}
-
-/// Containers (running or not) matching a label filter, with their labels and age.
-async fn list_labelled(
-    docker: &Docker,
-    filter: &str,
-) -> Vec<(String, HashMap<String, String>, Option<Duration>)> {
-    let options = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&HashMap::from([(
-            "label".to_string(),
-            vec![filter.to_string()],
-        )]))
-        .build();
-    match docker.list_containers(Some(options)).await {
-        Ok(containers) => containers
-            .into_iter()
-            .filter_map(|c| {
-                let age = c.created.and_then(|created| {
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .ok()?;
-                    now.checked_sub(Duration::from_secs(u64::try_from(created).ok()?))
-                });
-                Some((c.id?, c.labels.unwrap_or_default(), age))
-            })
-            .collect(),
-        Err(error) => {
-            tracing::warn!(%error, "listing sandbox containers");
-            Vec::new()
-        }
-    }
-}
-
-/// Volumes matching a label filter, with their labels.
-async fn list_volumes_labelled(
-    docker: &Docker,
-    filter: &str,
-) -> Vec<(String, HashMap<String, String>)> {
-    let options = bollard::query_parameters::ListVolumesOptionsBuilder::default()
-        .filters(&HashMap::from([(
-            "label".to_string(),
-            vec![filter.to_string()],
-        )]))
-        .build();
-    match docker.list_volumes(Some(options)).await {
-        Ok(list) => list
-            .volumes
-            .unwrap_or_default()
-            .into_iter()
-            .map(|volume| (volume.name, volume.labels))
-            .collect(),
-        Err(error) => {
-            tracing::warn!(%error, "listing sandbox volumes");
-            Vec::new()
-        }
-    }
-}
-
-/// Pulls `image`, logging progress to stderr (through tracing) as layers arrive.
-async fn pull(docker: &Docker, image: &str) -> Result<(), SandboxError> {
-    tracing::info!(image, "image not found locally: pulling it");
-    let options = CreateImageOptionsBuilder::default()
-        .from_image(image)
-        .build();
-    let mut progress = docker.create_image(Some(options), None, None);
-    let mut last = String::new();
-    while let Some(item) = progress.next().await {
-        match item {
-            Ok(info) => {
-                let line = [info.id.as_deref(), info.status.as_deref()]
-                    .into_iter()
-                    .flatten()
-                    .collect::<Vec<_>>()
-                    .join(": ");
-                if line != last && !line.is_empty() {
-                    // Byte counts tick many times a second: those go to debug.
-                    if info.progress_detail.is_some_and(|p| p.current.is_some()) {
-                        tracing::debug!(image, "{line}");
-                    } else {
-                        tracing::info!(image, "{line}");
-                    }
-                    last = line;
-                }
-                if let Some(error) = info.error_detail.and_then(|d| d.message) {
-                    return Err(image_unavailable(image, &error));
-                }
-            }
-            Err(error) => return Err(image_unavailable(image, &error.to_string())),
-        }
-    }
-    match docker.inspect_image(image).await {
-        Ok(_) => {
-            tracing::info!(image, "image pulled");
-            Ok(())
-        }
-        Err(error) => Err(image_unavailable(image, &error.to_string())),
-    }
-}
-
-fn image_unavailable(image: &str, reason: &str) -> SandboxError {
-    SandboxError::ImageUnavailable(format!(
-        "image `{image}` is not available locally and pulling it failed ({reason}). Pull it \
-         with `docker pull {image}` where a registry is reachable, or build the offline image \
-         with scripts/build-offline-image.sh (it makes `code-sandbox-mcp-runtime:trixie`) and \
-         set the policy's `images:` (python:, javascript:) to an image that exists locally"
-    ))
 }

@@ -315,6 +315,12 @@
     });
   }
   const writeAll = (fd, text) => writeSync(fd, text);
+  // The line the runtime waits for at the end of a run or call, on both streams.
+  const writeEnd = (token, status) => {
+    const line = '\x1e' + token + ' ' + status + '\n';
+    writeAll(1, line);
+    writeAll(2, line);
+  };
   // What the policy preloads is loaded now, resolved as the snippet would resolve it,
   // so its cost is paid before the call; one that fails is said once, on stderr.
   const preloadRequire = createRequire(mainDir + '[preload]');
@@ -347,11 +353,7 @@
   const emit = process.emit;
   process.emit = function (event, code) {
     const result = emit.apply(this, arguments);
-    if (event === 'exit' && (process.exitCode ?? code ?? 0) == 0) {
-      const line = '\x1e' + header.end + ' 0\n';
-      writeAll(1, line);
-      writeAll(2, line);
-    }
+    if (event === 'exit' && (process.exitCode ?? code ?? 0) == 0) writeEnd(header.end, 0);
     return result;
   };
   // Started from the event loop, so no frame of this file is under the snippet's.
@@ -439,9 +441,7 @@
         writeAll(2, 'Uncaught ' + (cut < 0 ? text : text.slice(0, cut)) + '\n');
         status = 1;
       }
-      const end = '\x1e' + header.end + ' ' + status + '\n';
-      writeAll(1, end);
-      writeAll(2, end);
+      writeEnd(header.end, status);
       running = false;
       next();
     };

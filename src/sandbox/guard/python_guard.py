@@ -569,21 +569,24 @@ def _end_at_exit(end, status):
     own exit handlers, so it runs after all of them."""
     import atexit
     import os
-    import sys
 
     write = os.write
+    atexit.register(lambda: _write_end(write, end, status[0]))
 
-    def finish():
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        line = ("\x1e%s %d\n" % (end, status[0])).encode()
-        write(1, line)
-        write(2, line)
 
-    atexit.register(finish)
+def _write_end(write, end, status):
+    """Flushes what the program printed, then writes the end line the runtime waits for
+    (`\\x1e<end> <status>`) on both streams, with `write` taken before the snippet ran."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    line = ("\x1e%s %d\n" % (end, status)).encode()
+    write(1, line)
+    write(2, line)
 
 
 def _run(source, filename, namespace, running, print_exception):
@@ -614,7 +617,6 @@ def _serve_session(control, running, namespace, print_exception):
     the call's token and status. `sys.exit` ends the session (and the interpreter)."""
     import linecache
     import os
-    import sys
 
     write = os.write
     env_set = False
@@ -633,14 +635,7 @@ def _serve_session(control, running, namespace, print_exception):
         # Tracebacks show the call's lines: no file is written for it.
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
         status = _run(source, name, namespace, running, print_exception)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        end = ("\x1e%s %d\n" % (header["end"], status)).encode()
-        write(1, end)
-        write(2, end)
+        _write_end(write, header["end"], status)
 
 
 def _print_exception(info, skip):
