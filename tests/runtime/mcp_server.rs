@@ -693,6 +693,36 @@ async fn files_handed_in_are_in_the_working_directory_and_bad_paths_are_refused(
         )
         .await;
     assert_eq!(structured(&node)["stdout"], "8 0,255,16\n", "{node}");
+    // A link a session made earlier does not lead a handed-in file out of /sandbox.
+    let made = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": "import os\nos.symlink('/tmp', 'out')", "session": "links"}),
+        )
+        .await;
+    assert_eq!(structured(&made)["exit_code"], 0, "{made}");
+    let files = json!([{"path": "out/x", "content": "no"}, {"path": "out/y/z", "content": "no"}]);
+    let probed = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": "import os\nprint(os.path.exists('/tmp/x'), os.path.exists('/tmp/y'))", "session": "links", "files": files}),
+        )
+        .await;
+    assert_eq!(structured(&probed)["stdout"], "False False\n", "{probed}");
+    let stderr = structured(&probed)["stderr"].as_str().unwrap();
+    assert!(stderr.contains("leads out through a link"), "{probed}");
+    // Node's permission model does not let the link be made at all.
+    let refused = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({"code": "require('fs').symlinkSync('/tmp', 'out')", "session": "links-js"}),
+        )
+        .await;
+    assert_eq!(structured(&refused)["status"], "blocked", "{refused}");
+
     // A module handed in is code the checker never saw: importing it is refused.
     let module = server
         .client

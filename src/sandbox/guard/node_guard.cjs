@@ -360,7 +360,8 @@
   setImmediate(runMain);
 
   // The files that came with the program (their bytes follow the code), written under
-  // the working directory with their folders.
+  // the working directory with their folders; never through a link (in a session, earlier
+  // code may have made `out -> /tmp` to have a file written where it likes).
   function writeFiles(files, bytes) {
     let at = 0;
     for (const { path, len } of files || []) {
@@ -369,7 +370,18 @@
       const parts = String(path).split('/');
       if (path.startsWith('/') || parts.some((part) => ['', '.', '..'].includes(part))) continue;
       const full = mainDir + path;
-      fs.mkdirSync(full.slice(0, full.lastIndexOf('/')), { recursive: true });
+      const parent = full.slice(0, full.lastIndexOf('/'));
+      const existing = (target) => {
+        let at = target;
+        while (!fs.existsSync(at)) at = at.slice(0, at.lastIndexOf('/')) || '/';
+        return fs.realpathSync(at);
+      };
+      const link = fs.lstatSync(full, { throwIfNoEntry: false });
+      if (!(existing(parent) + '/').startsWith(mainDir) || (link && link.isSymbolicLink())) {
+        writeAll(2, `code-sandbox-mcp: files: \`${path}\` leads out through a link; not written\n`);
+        continue;
+      }
+      fs.mkdirSync(parent, { recursive: true });
       fs.writeFileSync(full, data);
     }
   }

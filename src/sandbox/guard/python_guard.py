@@ -550,8 +550,10 @@ def _main(install, print_exception):
 
 def _write_files(control, files):
     """Writes the files that came with the program (their bytes follow the code) under
-    the working directory, creating their folders."""
+    the working directory, creating their folders. Never through a link: in a session,
+    earlier code may have made `out -> /tmp` to have a file written where it likes."""
     import os
+    import sys
 
     for entry in files:
         data = control.read(entry["len"])
@@ -559,7 +561,12 @@ def _write_files(control, files):
         if path.startswith("/") or any(part in ("", ".", "..") for part in path.split("/")):
             continue  # refused by the server already; never written outside /sandbox
         full = "/sandbox/" + path
-        os.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+        parent = full.rsplit("/", 1)[0]
+        inside = (os.path.realpath(parent) + "/").startswith("/sandbox/")
+        if not inside or os.path.islink(full):
+            sys.stderr.write("code-sandbox-mcp: files: `%s` leads out through a link; not written\n" % path)
+            continue
+        os.makedirs(parent, exist_ok=True)
         with open(full, "wb") as handle:
             handle.write(data)
 
