@@ -285,6 +285,20 @@ fn report_outcome(
                     "[killed: out of memory (the policy's limits.memory)]"
                 );
             }
+            // The files themselves reach the host through the policy's export folder.
+            for file in &outcome.files {
+                let what = if file.figure { "figure" } else { "file" };
+                let note = match (&file.exported_to, &file.export_error, &file.omitted) {
+                    (Some(to), _, _) => format!("; exported to {to}"),
+                    (None, Some(error), _) => format!("; {error}"),
+                    (None, None, Some(why)) => format!("; not returned: {why}"),
+                    (None, None, None) => "; set the policy's outputs.export to keep it".into(),
+                };
+                let _ = writeln!(stderr, "[{what} {} ({} bytes){note}]", file.path, file.size);
+            }
+            if outcome.files_unlisted > 0 {
+                let _ = writeln!(stderr, "[and {} more files]", outcome.files_unlisted);
+            }
         }
         RunFormat::Json => print_json(&JsonResult {
             policy,

@@ -5,9 +5,12 @@
 use super::types::{CheckResult, RunResult, RunStatus};
 use crate::analysis::Language;
 use crate::policy::{Action, Finding};
+use crate::sandbox::outputs::{is_image, OutputFile};
+use base64::Engine as _;
+use rmcp::model::{ContentBlock, ResourceContents};
 
-/// The text of a run tool's result.
-pub fn run_result(result: &RunResult) -> String {
+/// The text of a run tool's result; text files up to `inline` bytes are shown in it.
+pub fn run_result(result: &RunResult, inline: u64) -> String {
     let mut text = match result.status {
         RunStatus::Completed => completed_header(result),
         RunStatus::Blocked => format!(
@@ -46,6 +49,7 @@ pub fn run_result(result: &RunResult) -> String {
     if matches!(result.status, RunStatus::Completed | RunStatus::Blocked) {
         push_stream(&mut text, "stdout", &result.stdout);
         push_stream(&mut text, "stderr", &result.stderr);
+        push_files(&mut text, result, inline);
     }
     if let Some(hint) = nothing_printed_hint(result) {
         text.push('\n');
@@ -60,7 +64,8 @@ fn nothing_printed_hint(result: &RunResult) -> Option<&'static str> {
     let silent = result.status == RunStatus::Completed
         && result.exit_code == Some(0)
         && result.stdout.is_empty()
-        && result.stderr.is_empty();
+        && result.stderr.is_empty()
+        && result.files.is_empty();
     silent.then_some(match result.language {
         Language::Python => {
             "Nothing was printed: the program ran and exited 0, but the value of the last \
@@ -138,6 +143,122 @@ fn push_findings(text: &mut String, findings: &[&Finding]) {
     }
 }
 
+/// How a returned file travels: inline in the text, as an image, or as an embedded
+/// resource; `None` when its content was held back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    Inline,
+    Image,
+    Resource,
+}
+
+fn delivery(file: &OutputFile, inline: u64) -> Option<Delivery> {
+    let bytes = file.bytes.as_deref()?;
+    Some(if is_image(&file.mime_type) {
+        Delivery::Image
+    } else if bytes.len() as u64 <= inline && is_text(file) {
+        Delivery::Inline
+    } else {
+        Delivery::Resource
+    })
+}
+
+fn is_text(file: &OutputFile) -> bool {
+    let textual = file.mime_type.starts_with("text/")
+        || matches!(
+            file.mime_type.as_str(),
+            "application/json" | "application/xml" | "application/yaml" | "image/svg+xml"
+        );
+    textual
+        && file
+            .bytes
+            .as_deref()
+            .is_some_and(|b| std::str::from_utf8(b).is_ok())
+}
+
+/// The URI a returned file goes by in resource content.
+fn file_uri(file: &OutputFile) -> String {
+    if file.figure {
+        format!("sandbox://figures/{}", file.path)
+    } else {
+        format!("sandbox://files/{}", file.path)
+    }
+}
+
+/// The list of a run's files, and the small text ones in full.
+fn push_files(text: &mut String, result: &RunResult, inline: u64) {
+    if result.files.is_empty() {
+        return;
+    }
+    text.push_str("\n--- files ---\n");
+    for file in &result.files {
+        let how = match (delivery(file, inline), &file.omitted) {
+            (Some(Delivery::Image), _) => "image, attached".to_string(),
+            (Some(Delivery::Inline), _) => "text, below".to_string(),
+            (Some(Delivery::Resource), _) => format!("attached as resource {}", file_uri(file)),
+            (None, Some(why)) => format!("not returned: {why}"),
+            (None, None) => "not returned".to_string(),
+        };
+        let what = if file.figure { "figure" } else { "file" };
+        text.push_str(&format!(
+            "- {what} {} ({} bytes, {}): {how}",
+            file.path, file.size, file.mime_type
+        ));
+        if let Some(to) = &file.exported_to {
+            text.push_str(&format!("; exported to {to}"));
+        }
+        if let Some(error) = &file.export_error {
+            text.push_str(&format!("; {error}"));
+        }
+        text.push('\n');
+    }
+    if result.files_unlisted > 0 {
+        text.push_str(&format!(
+            "- and {} more files, not listed\n",
+            result.files_unlisted
+        ));
+    }
+    for file in &result.files {
+        if delivery(file, inline) == Some(Delivery::Inline) {
+            let content = String::from_utf8_lossy(file.bytes.as_deref().unwrap_or_default());
+            push_stream(text, &format!("file {}", file.path), &content);
+        }
+    }
+}
+
+/// The content blocks of a run's returned files that do not travel inline in the text:
+/// images as image content, the rest as embedded resources.
+pub fn file_blocks(result: &RunResult, inline: u64) -> Vec<ContentBlock> {
+    let base64 = base64::engine::general_purpose::STANDARD;
+    result
+        .files
+        .iter()
+        .filter_map(|file| {
+            let bytes = file.bytes.as_deref()?;
+            match delivery(file, inline)? {
+                Delivery::Inline => None,
+                Delivery::Image => Some(ContentBlock::image(base64.encode(bytes), &file.mime_type)),
+                Delivery::Resource if is_text(file) => Some(ContentBlock::resource(
+                    ResourceContents::TextResourceContents {
+                        uri: file_uri(file),
+                        mime_type: Some(file.mime_type.clone()),
+                        text: String::from_utf8_lossy(bytes).into_owned(),
+                        meta: None,
+                    },
+                )),
+                Delivery::Resource => Some(ContentBlock::resource(
+                    ResourceContents::BlobResourceContents {
+                        uri: file_uri(file),
+                        mime_type: Some(file.mime_type.clone()),
+                        blob: base64.encode(bytes),
+                        meta: None,
+                    },
+                )),
+            }
+        })
+        .collect()
+}
+
 fn push_stream(text: &mut String, name: &str, content: &str) {
     text.push_str(&format!("\n--- {name} ---\n"));
     if content.is_empty() {
@@ -172,7 +293,7 @@ mod tests {
     fn a_denial_names_rule_line_and_column() {
         let mut result = RunResult::not_run(RunStatus::Denied, Language::Python, "default");
         result.findings = vec![finding(Action::Deny)];
-        let text = run_result(&result);
+        let text = run_result(&result, 4096);
         assert!(text.contains("nothing was run"), "{text}");
         assert!(
             text.contains("line 2, column 1: process-exec [deny]"),
@@ -185,14 +306,14 @@ mod tests {
     fn a_silent_success_says_to_print_the_result() {
         let mut result = RunResult::not_run(RunStatus::Completed, Language::Python, "default");
         result.exit_code = Some(0);
-        assert!(run_result(&result).contains("print() the result"));
+        assert!(run_result(&result, 4096).contains("print() the result"));
         result.language = Language::JavaScript;
-        assert!(run_result(&result).contains("console.log() the result"));
+        assert!(run_result(&result, 4096).contains("console.log() the result"));
         result.stderr = "a warning".into();
-        assert!(!run_result(&result).contains("Nothing was printed"));
+        assert!(!run_result(&result, 4096).contains("Nothing was printed"));
         result.stderr.clear();
         result.exit_code = Some(1);
-        assert!(!run_result(&result).contains("Nothing was printed"));
+        assert!(!run_result(&result, 4096).contains("Nothing was printed"));
     }
 
     #[test]
@@ -202,7 +323,7 @@ mod tests {
         result.stdout = "partial".into();
         result.stderr = "Traceback".into();
         result.findings = vec![finding(Action::Warn)];
-        let text = run_result(&result);
+        let text = run_result(&result, 4096);
         assert!(text.starts_with("exit code 1"), "{text}");
         assert!(text.contains("--- stdout ---\npartial\n"), "{text}");
         assert!(text.contains("--- stderr ---\nTraceback\n"), "{text}");

@@ -34,7 +34,7 @@ impl CodeSandboxServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let result = self.run_code(Language::Python, args, context).await;
-        tool_result(&result, render::run_result(&result), result.is_error())
+        self.run_tool_result(&result)
     }
 
     /// Run JavaScript code in the sandbox.
@@ -45,7 +45,7 @@ impl CodeSandboxServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let result = self.run_code(Language::JavaScript, args, context).await;
-        tool_result(&result, render::run_result(&result), result.is_error())
+        self.run_tool_result(&result)
     }
 
     /// End a session and remove its container.
@@ -258,6 +258,21 @@ fn engine_error_message(error: &SandboxError) -> String {
         SandboxError::Session(_) => "Nothing was run.",
     };
     format!("the sandbox could not run the code: {error}. {hint}")
+}
+
+impl CodeSandboxServer {
+    /// A run tool's result: the structured result, its text (with small text files
+    /// inline), then the returned images and the other files as embedded resources.
+    fn run_tool_result(&self, result: &RunResult) -> CallToolResult {
+        let inline = self.sandbox.policy().outputs.inline_text.bytes();
+        let mut call = tool_result(
+            result,
+            render::run_result(result, inline),
+            result.is_error(),
+        );
+        call.content.extend(render::file_blocks(result, inline));
+        call
+    }
 }
 
 /// A tool result with `value` as structured content and `text` as its rendering.

@@ -3,6 +3,7 @@
 
 use crate::analysis::Language;
 use crate::policy::Finding;
+use crate::sandbox::outputs::OutputFile;
 use crate::sandbox::RunOutcome;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -171,6 +172,18 @@ pub struct RunResult {
     /// Present when the call named a session.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionState>,
+    /// Files the program created or changed under /sandbox, and the matplotlib
+    /// figures it drew. Their content comes as image, text or resource content next to
+    /// this result; one listed with `omitted` was held back by a cap (named there).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<OutputFile>,
+    /// How many more files there were than are listed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub files_unlisted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl RunResult {
@@ -190,6 +203,8 @@ impl RunResult {
             language,
             policy: policy.to_string(),
             session: None,
+            files: Vec::new(),
+            files_unlisted: 0,
         }
     }
 
@@ -221,6 +236,8 @@ impl RunResult {
             language,
             policy: policy.to_string(),
             session: None,
+            files: outcome.files,
+            files_unlisted: outcome.files_unlisted,
         }
     }
 

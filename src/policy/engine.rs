@@ -245,7 +245,14 @@ impl PolicyEngine {
                 index,
                 matchers: Language::ALL
                     .into_iter()
-                    .map(|l| (l, CompiledMatcher::new(&rule.any_language, rule.matcher(l))))
+                    .map(|l| {
+                        let mut matcher = CompiledMatcher::new(&rule.any_language, rule.matcher(l));
+                        // A mounted folder is part of the sandbox's filesystem.
+                        if let Some(inside) = &mut matcher.paths_outside {
+                            inside.extend(policy.mounts.iter().map(|m| m.target.clone()));
+                        }
+                        (l, matcher)
+                    })
                     .collect(),
             })
             .collect();

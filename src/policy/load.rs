@@ -199,7 +199,11 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
     chain.push(source.clone());
     let base = base.map(|parent| resolve(&parent, chain)).transpose()?;
     chain.pop();
-    merge(&label, &text, base, file)
+    let dir = match source {
+        PolicySource::File(path) => Some(path.parent().unwrap_or(Path::new(".")).to_path_buf()),
+        PolicySource::Preset(_) => None,
+    };
+    merge(&label, &text, dir.as_deref(), base, file)
 }
 
 /// `extends: NAME` is a preset unless it looks like a path; paths are relative to the
@@ -234,7 +238,7 @@ fn closest_preset(name: &str) -> Option<&'static str> {
         .map(|(_, preset)| preset)
 }
 
-fn error(file: &str, line: Option<usize>, message: String) -> PolicyError {
+pub(super) fn error(file: &str, line: Option<usize>, message: String) -> PolicyError {
     PolicyError {
         file: file.to_string(),
         line,
@@ -366,6 +370,7 @@ fn rule_id_location(text: &str, index: usize) -> Option<serde_yaml::Location> {
 fn merge(
     label: &str,
     text: &str,
+    dir: Option<&Path>,
     base: Option<Policy>,
     file: PolicyFile,
 ) -> Result<Policy, PolicyError> {
@@ -419,6 +424,8 @@ fn merge(
                     preload: Default::default(),
                 },
                 sessions: Default::default(),
+                outputs: Default::default(),
+                mounts: Vec::new(),
                 rules: Vec::new(),
             }
         }
@@ -468,6 +475,25 @@ fn merge(
         settings.max = sessions.max.unwrap_or(settings.max);
         settings.idle_timeout = sessions.idle_timeout.unwrap_or(settings.idle_timeout);
         settings.max_lifetime = sessions.max_lifetime.unwrap_or(settings.max_lifetime);
+    }
+
+    if let Some(outputs) = file.outputs {
+        let settings = &mut policy.outputs;
+        settings.files = outputs.files.unwrap_or(settings.files);
+        settings.figures = outputs.figures.unwrap_or(settings.figures);
+        settings.max_files = outputs.max_files.unwrap_or(settings.max_files);
+        settings.max_file_size = outputs.max_file_size.unwrap_or(settings.max_file_size);
+        settings.max_total_size = outputs.max_total_size.unwrap_or(settings.max_total_size);
+        settings.inline_text = outputs.inline_text.unwrap_or(settings.inline_text);
+        if let Some(export) = outputs.export {
+            settings.export = Some(super::host_paths::export(label, text, dir, export)?);
+        }
+    }
+    if let Some(mounts) = file.mounts {
+        policy.mounts = mounts
+            .into_iter()
+            .map(|mount| super::host_paths::mount(label, text, dir, mount))
+            .collect::<Result<_, _>>()?;
     }
 
     let rules = file.rules.unwrap_or_default();

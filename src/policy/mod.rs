@@ -3,6 +3,7 @@
 
 mod engine;
 mod glob;
+mod host_paths;
 mod load;
 mod schema;
 mod units;
@@ -10,7 +11,7 @@ mod units;
 pub use engine::{Finding, InputError, Layer, PolicyEngine, Report};
 pub use load::{PolicyError, PolicySource, PRESETS, PROJECT_FILE, STARTER_POLICY};
 pub use schema::{
-    Action, EngineKind, EnvPolicy, Images, Limits, Matcher, NetworkMode, Policy, PoolSettings,
-    Rule, SessionSettings,
+    Action, EngineKind, EnvPolicy, Export, Images, Limits, Matcher, Mount, NetworkMode, Outputs,
+    Policy, PoolSettings, Rule, SessionSettings,
 };
 pub use units::{ByteSize, HumanDuration};

@@ -28,6 +28,9 @@ pub struct PolicyFile {
     pub env: Option<EnvFile>,
     pub pool: Option<PoolFile>,
     pub sessions: Option<SessionsFile>,
+    pub outputs: Option<OutputsFile>,
+    /// Host folders mounted into every sandbox container; replaces the inherited list.
+    pub mounts: Option<Vec<MountFile>>,
     /// Rules are merged by `id`: an entry whose id the parent has changes only the keys
     /// it gives (say, `action: off`); an entry with a new id adds a rule.
     pub rules: Option<Vec<RuleFile>>,
@@ -96,6 +99,42 @@ pub struct SessionsFile {
     pub idle_timeout: Option<HumanDuration>,
     #[serde(default, deserialize_with = "checked::timeout")]
     pub max_lifetime: Option<HumanDuration>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputsFile {
+    pub files: Option<bool>,
+    pub figures: Option<bool>,
+    pub max_files: Option<usize>,
+    #[serde(default, deserialize_with = "checked::nonzero_size")]
+    pub max_file_size: Option<ByteSize>,
+    #[serde(default, deserialize_with = "checked::nonzero_size")]
+    pub max_total_size: Option<ByteSize>,
+    pub inline_text: Option<ByteSize>,
+    pub export: Option<ExportFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportFile {
+    /// A host folder, relative to the policy file.
+    #[serde(deserialize_with = "checked::host_path")]
+    pub path: String,
+    pub overwrite: Option<bool>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MountFile {
+    /// A host path, relative to the policy file (or absolute).
+    #[serde(deserialize_with = "checked::host_path")]
+    pub source: String,
+    /// Where it appears in the sandbox: an absolute path.
+    #[serde(deserialize_with = "checked::mount_target")]
+    pub target: String,
+    /// Writable from the sandbox; read-only unless given.
+    pub rw: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -239,6 +278,8 @@ pub struct Policy {
     pub env: EnvPolicy,
     pub pool: PoolSettings,
     pub sessions: SessionSettings,
+    pub outputs: Outputs,
+    pub mounts: Vec<Mount>,
     pub rules: Vec<Rule>,
 }
 
@@ -333,6 +374,60 @@ impl Default for SessionSettings {
             max_lifetime: HumanDuration(Duration::from_secs(3600)),
         }
     }
+}
+
+/// What comes back from a run besides its output: the files it wrote under
+/// `/sandbox`, and the matplotlib figures it drew (as PNG).
+#[derive(Debug, Clone, Serialize)]
+pub struct Outputs {
+    pub files: bool,
+    pub figures: bool,
+    /// Most files (figures included) returned per run; the rest are listed by name.
+    pub max_files: usize,
+    /// A larger file is listed with its size, not returned.
+    pub max_file_size: ByteSize,
+    /// Most bytes returned per run, all files together.
+    pub max_total_size: ByteSize,
+    /// A text file up to this size is shown inline in the result's text.
+    pub inline_text: ByteSize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export: Option<Export>,
+}
+
+impl Default for Outputs {
+    fn default() -> Outputs {
+        Outputs {
+            files: true,
+            figures: true,
+            max_files: 10,
+            max_file_size: ByteSize(1 << 20),
+            max_total_size: ByteSize(4 << 20),
+            inline_text: ByteSize(4 << 10),
+            export: None,
+        }
+    }
+}
+
+/// Returned files are also written to this host folder.
+#[derive(Debug, Clone, Serialize)]
+pub struct Export {
+    /// As the policy wrote it (what results show: never the absolute host path).
+    pub path: String,
+    #[serde(skip)]
+    pub dir: std::path::PathBuf,
+    /// An existing file is replaced; otherwise it is left and the result says so.
+    pub overwrite: bool,
+}
+
+/// A host path mounted into every sandbox container.
+#[derive(Debug, Clone, Serialize)]
+pub struct Mount {
+    /// As the policy wrote it (what results show: never the absolute host path).
+    pub source: String,
+    #[serde(skip)]
+    pub host: std::path::PathBuf,
+    pub target: String,
+    pub rw: bool,
 }
 
 /// One effective rule.
@@ -575,6 +670,63 @@ mod checked {
             }
         }
         d.deserialize_seq(Names(expecting, valid)).map(Some)
+    }
+
+    /// A host path as a policy names it: not empty, no NUL.
+    pub fn host_path<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        let path = check(d, |path: &String| {
+            if path.trim().is_empty() || path.contains('\0') {
+                Err(format!("`{path}` is not a host path"))
+            } else {
+                Ok(())
+            }
+        })?;
+        path.ok_or_else(|| D::Error::custom("a host path is needed"))
+    }
+
+    /// Where a mount appears: absolute, without `.` or `..`, and not a place the
+    /// sandbox itself needs (its scratch folders, the guard's files, the kernel's).
+    pub fn mount_target<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        let target = check(d, |target: &String| {
+            let parts: Vec<&str> = target.split('/').skip(1).collect();
+            if !target.starts_with('/') || parts.iter().any(|p| matches!(*p, "." | "..")) {
+                return Err(format!(
+                    "`{target}` must be an absolute path in the sandbox, without `.` or `..`"
+                ));
+            }
+            let clean = format!(
+                "/{}",
+                parts
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join("/")
+            );
+            let reserved = ["/sandbox", "/tmp", "/"];
+            let under = [
+                "/proc",
+                "/sys",
+                "/dev",
+                "/opt/code-sandbox",
+                "/etc",
+                "/usr",
+                "/bin",
+                "/lib",
+            ];
+            if reserved.contains(&clean.as_str())
+                || under
+                    .iter()
+                    .any(|dir| clean == *dir || clean.starts_with(&format!("{dir}/")))
+            {
+                return Err(format!(
+                    "`{target}` is a place the sandbox needs for itself; mount somewhere else \
+                     (say /data, or a folder under /sandbox)"
+                ));
+            }
+            Ok(())
+        })?;
+        target.ok_or_else(|| D::Error::custom("a mount needs a `target`"))
     }
 
     pub fn rule_id<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

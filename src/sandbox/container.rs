@@ -78,7 +78,18 @@ pub fn create_body(
         readonly_rootfs: Some(true),
         tmpfs: Some(tmpfs),
         // The guard files: root-owned and read-only to everyone in the container.
-        mounts: Some(vec![guard_mount(&main.guard_volume, true)]),
+        // and the policy's `mounts:`, read-only unless it says `rw`.
+        mounts: Some(
+            std::iter::once(guard_mount(&main.guard_volume, true))
+                .chain(policy.mounts.iter().map(|mount| Mount {
+                    target: Some(mount.target.clone()),
+                    source: Some(mount.host.to_string_lossy().into_owned()),
+                    typ: Some(MountType::BIND),
+                    read_only: Some(!mount.rw),
+                    ..Default::default()
+                }))
+                .collect(),
+        ),
         // A minimal init as PID 1 reaps orphans and passes signals on, so the
         // interpreter behaves as it does anywhere else (not as a PID 1 would).
         init: Some(true),

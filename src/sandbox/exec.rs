@@ -190,6 +190,8 @@ pub struct Executed {
     /// The interpreter is gone: always after a stateless run; after a session call,
     /// only when the program exited (or was killed) instead of finishing the call.
     pub ended: bool,
+    /// The bootstrap's record of the files and figures the program left (JSON).
+    pub files: Option<Vec<u8>>,
 }
 
 /// How often a running container is asked whether its program has exited (for a
@@ -201,13 +203,18 @@ const EXIT_GRACE: Duration = Duration::from_millis(200);
 /// Exit code reported when the run was killed (SIGKILL), like a shell reports it.
 pub const KILLED_EXIT_CODE: i64 = 137;
 
-/// Finds a run's end line (`\x1e<token> <status>\n`) in one stream, wherever chunks
-/// split it, and passes everything before it on.
+/// Finds a run's records in one stream, wherever chunks split them, and passes
+/// everything before the end line on, without the records. A record is a line
+/// `\x1e<token> <body>`: the end line's body is the status; the files record's
+/// (stdout only, before the end line) is `files <json>`.
 struct EndLine {
     pattern: Vec<u8>,
-    /// Bytes that may be the start of the end line, held until that is decided.
+    /// Bytes that may be the start of a record, held until that is decided, or a
+    /// record's start (the pattern and more) until its newline comes.
     pending: Vec<u8>,
     status: Option<i64>,
+    /// The files record's JSON.
+    files: Option<Vec<u8>>,
 }
 
 impl EndLine {
@@ -216,6 +223,7 @@ impl EndLine {
             pattern: format!("\u{1e}{token} ").into_bytes(),
             pending: Vec::new(),
             status: None,
+            files: None,
         }
     }
 
@@ -224,32 +232,52 @@ impl EndLine {
     }
 
     fn filter(&mut self, bytes: &[u8]) -> Vec<u8> {
-        if self.done() {
-            // Written after the call ended (a background thread): not this call's.
-            return Vec::new();
-        }
+        let mut out = Vec::new();
         let mut data = std::mem::take(&mut self.pending);
+        // A record already started needs only its newline: the new bytes are searched,
+        // not the whole (possibly megabytes long) record again.
+        let mut searched = if data.starts_with(&self.pattern) {
+            data.len()
+        } else {
+            0
+        };
         data.extend_from_slice(bytes);
-        if let Some(at) = data
-            .windows(self.pattern.len())
-            .position(|window| window == self.pattern)
-        {
-            let rest = &data[at + self.pattern.len()..];
-            if let Some(newline) = rest.iter().position(|&b| b == b'\n') {
-                let status = String::from_utf8_lossy(&rest[..newline]);
-                self.status = Some(status.trim().parse().unwrap_or(1));
+        while !self.done() {
+            let at = if searched > 0 {
+                Some(0)
             } else {
+                data.windows(self.pattern.len())
+                    .position(|window| window == self.pattern)
+            };
+            let Some(at) = at else {
+                let keep = (1..=self.pattern.len().min(data.len()))
+                    .rev()
+                    .find(|&n| data.ends_with(&self.pattern[..n]))
+                    .unwrap_or(0);
+                self.pending = data.split_off(data.len() - keep);
+                out.extend_from_slice(&data);
+                return out;
+            };
+            out.extend_from_slice(&data[..at]);
+            let body_start = at + self.pattern.len();
+            let from = body_start.max(searched);
+            let Some(newline) = data[from..].iter().position(|&b| b == b'\n') else {
                 self.pending = data[at..].to_vec();
+                return out;
+            };
+            let body = &data[body_start..from + newline];
+            match body.strip_prefix(b"files ") {
+                Some(record) => self.files = Some(record.to_vec()),
+                None => {
+                    let status = String::from_utf8_lossy(body);
+                    self.status = Some(status.trim().parse().unwrap_or(1));
+                }
             }
-            data.truncate(at);
-            return data;
+            data = data.split_off(from + newline + 1);
+            searched = 0;
         }
-        let keep = (1..=self.pattern.len().min(data.len()))
-            .rev()
-            .find(|&n| data.ends_with(&self.pattern[..n]))
-            .unwrap_or(0);
-        self.pending = data.split_off(data.len() - keep);
-        data
+        // Written after the call ended (a background thread): not this call's.
+        out
     }
 }
 
@@ -370,6 +398,7 @@ pub async fn execute(
             truncated,
             duration,
             ended: true,
+            files: None,
         });
     }
 
@@ -399,6 +428,7 @@ pub async fn execute(
         truncated,
         duration,
         ended: !session || call_status.is_none(),
+        files: ends[0].files.take(),
     })
 }
 
@@ -583,6 +613,22 @@ mod tests {
                 "chunks of {size}"
             );
             assert_eq!(end.status, Some(7));
+        }
+        let record = "out\n\u{1e}tok files {\"files\":[]}\nmore\n\u{1e}tok 0\n";
+        for size in [1, 3, 9, 64] {
+            let mut end = EndLine::new("tok");
+            let out: Vec<u8> = record
+                .as_bytes()
+                .chunks(size)
+                .flat_map(|chunk| end.filter(chunk))
+                .collect();
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                "out\nmore\n",
+                "chunks of {size}"
+            );
+            assert_eq!(end.files.as_deref(), Some(&b"{\"files\":[]}"[..]));
+            assert_eq!(end.status, Some(0));
         }
         let mut other = EndLine::new("tok");
         assert_eq!(

@@ -17,7 +17,7 @@
 //! Below the contract, split by concern: `engine` (sockets, API version), `image` (the
 //! check and the pull), `container` (limits → `HostConfig`, labels, creation, removal,
 //! listing), `instance` (ownership, dead-instance sweep), `files` (files handed in), `pool`
-//! (warm interpreters), `exec` (the waiting interpreter; code in, output out, timeout,
+//! (warm interpreters), `outputs` (files and figures back), `exec` (the waiting interpreter; code in, output out, timeout,
 //! OOM), `output` (the capped capture), `session` (named sessions), and `runtime` (all
 //! of it together).
 
@@ -30,6 +30,7 @@ pub mod guard;
 mod image;
 mod instance;
 mod output;
+pub mod outputs;
 mod pool;
 mod runtime;
 mod session;
@@ -108,6 +109,17 @@ pub struct RunOutcome {
     /// A run-time layer stopped the program: what it tried, under which rule.
     pub blocked: Vec<crate::policy::Finding>,
     pub duration_ms: u64,
+    /// Files the program created or changed under /sandbox, and the figures it drew;
+    /// those over a cap of the policy's `outputs:` are listed without their content.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<outputs::OutputFile>,
+    /// More files than could be listed: how many more.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub files_unlisted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a run could not happen at all (as opposed to a run that failed).

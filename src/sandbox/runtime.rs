@@ -9,6 +9,7 @@ use super::exec::{self, Interpreter, Program};
 use super::guard::{self, Guard, Interpreters, Mode};
 use super::image;
 use super::instance::Instance;
+use super::outputs;
 use super::pool::{Claim, Pool};
 use super::session::Sessions;
 use super::{RunOutcome, RunRequest, SandboxError};
@@ -240,6 +241,11 @@ impl Runtime {
             && executed.exit_code == exec::KILLED_EXIT_CODE
             && exec::oom_killed(docker, id).await;
         let blocked = guard::take_blocks(&mut executed.stderr, &self.policy);
+        let mut returned = executed
+            .files
+            .map(|record| outputs::read_record(&record, &self.policy))
+            .unwrap_or_default();
+        outputs::export(&mut returned.files, &self.policy);
         Ok(RunOutcome {
             exit_code: executed.exit_code,
             stdout: executed.stdout,
@@ -249,6 +255,8 @@ impl Runtime {
             oom_killed,
             truncated: executed.truncated,
             duration_ms: executed.duration.as_millis() as u64,
+            files: returned.files,
+            files_unlisted: returned.unlisted,
         })
     }
 

@@ -236,6 +236,14 @@ fn errors_name_file_line_column_and_key() {
         ("pool:\n  preload:\n    python: [\"os; x\"]\n", "modname.yaml:3", &["not a module name"]),
         ("sessions:\n  idle_timeout: 0s\n", "idle.yaml:2", &["sessions.idle_timeout", "above 0"]),
         ("sessions:\n  max: 0\n", "smax.yaml:2", &["sessions.max", "at least 1"]),
+        ("outputs:\n  max_file_size: 0B\n", "ocap.yaml:2", &["outputs.max_file_size", "above 0"]),
+        ("outputs:\n  figures: yes please\n", "ofig.yaml:2", &["outputs.figures"]),
+        ("outputs:\n  export:\n    path: ../../elsewhere\n", "oexp.yaml:3", &["outputs.export.path", "outside the project", "absolute path"]),
+        ("mounts:\n  - source: ./missing\n    target: /data\n", "mmiss.yaml:2", &["mounts[].source", "cannot use `./missing`"]),
+        ("mounts:\n  - source: .\n    target: data\n", "mrel.yaml:3", &["target", "absolute path in the sandbox"]),
+        ("mounts:\n  - source: .\n    target: /opt/code-sandbox/x\n", "mres.yaml:3", &["target", "the sandbox needs for itself"]),
+        ("mounts:\n  - source: .\n    target: /sandbox\n", "msbx.yaml:3", &["the sandbox needs for itself"]),
+        ("mounts:\n  - source: .\n    target: /data\n    mode: rw\n", "mkey.yaml:4", &["unknown field `mode`"]),
     ];
     for (text, location, needles) in cases {
         let file = location.split(':').next().unwrap();
@@ -251,6 +259,47 @@ fn errors_name_file_line_column_and_key() {
             );
         }
     }
+}
+
+#[test]
+fn outputs_and_mounts_resolve_against_the_policy_file() {
+    let dir = scratch("outputs-mounts-policy");
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let policy = load(
+        &dir,
+        "p.yaml",
+        "outputs:\n  max_files: 3\n  figures: false\n  export:\n    path: out\n    overwrite: true\n\
+         mounts:\n  - source: data\n    target: /data\n",
+    )
+    .unwrap();
+    assert_eq!(policy.outputs.max_files, 3);
+    assert!(!policy.outputs.figures && policy.outputs.files);
+    let export = policy.outputs.export.as_ref().unwrap();
+    assert!(export.overwrite);
+    assert_eq!(export.dir, std::fs::canonicalize(&dir).unwrap().join("out"));
+    let mount = &policy.mounts[0];
+    assert_eq!(
+        mount.host,
+        std::fs::canonicalize(&dir).unwrap().join("data")
+    );
+    assert!(!mount.rw);
+    // What a result or `policy show` prints is the path as written, not the host's.
+    let shown = serde_json::to_string(&policy).unwrap();
+    assert!(!shown.contains(dir.to_str().unwrap()), "{shown}");
+    // The filesystem rule counts the mount as the sandbox's own.
+    let engine = PolicyEngine::new(policy);
+    let report = engine.check(
+        Language::Python,
+        "open('/data/x.csv').read()\nopen('/etc/passwd').read()\n",
+    );
+    let lines: Vec<u32> = report
+        .unwrap()
+        .findings
+        .iter()
+        .filter(|f| f.rule == "filesystem-outside-sandbox")
+        .map(|f| f.line)
+        .collect();
+    assert_eq!(lines, vec![2]);
 }
 
 /// Each error points at the value at fault, exactly, even where a text search for its

@@ -198,8 +198,14 @@ pub struct TestImage {
 }
 
 impl TestImage {
-    /// A new tag and policy; `pool_size` is the policy's warm pool size.
+    /// A new tag of the offline image and a policy; `pool_size` is the policy's warm
+    /// pool size.
     pub fn new(name: &str, pool_size: usize) -> TestImage {
+        TestImage::of("code-sandbox-mcp-runtime:trixie", name, pool_size)
+    }
+
+    /// A new tag of `base` and a policy for it.
+    pub fn of(base: &str, name: &str, pool_size: usize) -> TestImage {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let unique = format!(
             "{name}-{}-{}",
@@ -208,7 +214,7 @@ impl TestImage {
         );
         let tag = format!("code-sandbox-mcp-runtime:test-{unique}");
         let status = Command::new("docker")
-            .args(["tag", "code-sandbox-mcp-runtime:trixie", &tag])
+            .args(["tag", base, &tag])
             .status()
             .expect("run docker tag");
         assert!(status.success(), "docker tag {tag} failed");

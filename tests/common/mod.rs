@@ -107,6 +107,28 @@ pub fn old_node_image_ready() -> bool {
     })
 }
 
+/// The image with the data-analysis libraries for `language` (`python` or
+/// `javascript`), built once from the offline image by the binary's own `image build`
+/// when it is missing (minutes, the first time; CI builds it before the tests).
+pub fn library_image(language: &str) -> String {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let tag = format!("code-sandbox-mcp-{language}:1");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.contains(&tag) {
+        let output = Command::new(binary_path())
+            .args(["image", "build", "--base", LOCAL_IMAGE, language])
+            .output()
+            .expect("run code-sandbox-mcp image build");
+        assert!(
+            output.status.success(),
+            "image build {language} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        built.push(tag.clone());
+    }
+    tag
+}
+
 /// A fresh, empty directory for one test under target/.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = root()

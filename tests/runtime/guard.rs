@@ -60,6 +60,33 @@ async fn python_audit_hooks_stop_a_process_the_checker_would_have_missed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_library_starting_a_process_gets_an_error_and_nothing_starts() {
+    if !common::docker_ready() {
+        return;
+    }
+    // `platform.processor()` runs `uname -p` (pandas' import calls it): the library
+    // copes with the refusal as on a system without `uname`. A library helper that
+    // runs a command of the caller's choosing is refused the same way: nothing runs.
+    let code = "import platform, uuid, os\n\
+                print(repr(platform.processor()))\n\
+                out = uuid._get_command_stdout('sh', '-c', 'touch /tmp/started; echo CANARY')\n\
+                print(out, os.path.exists('/tmp/started'))\n";
+    let outcome = run(Language::Python, code).await;
+    assert_eq!(outcome.stdout, "''\nNone False\n", "{outcome:?}");
+    assert_eq!(outcome.exit_code, 0, "{outcome:?}");
+    assert!(outcome.blocked.is_empty(), "{outcome:?}");
+    // The snippet's own attempt through the same plumbing still ends the run.
+    let own = run(
+        Language::Python,
+        "import subprocess\ntry:\n    subprocess.run(['true'])\nexcept Exception:\n    print('caught')\n",
+    )
+    .await;
+    assert_eq!(own.exit_code, 126, "{own:?}");
+    assert_eq!(own.stdout, "", "{own:?}");
+    assert_eq!(own.blocked.len(), 1, "{own:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_string_code_from_the_snippet_is_stopped_and_library_code_is_not() {
     if !common::docker_ready() {
         return;
@@ -106,6 +133,22 @@ async fn python_keeps_its_usual_semantics_under_the_guard() {
     );
     let exit = run(Language::Python, "import sys\nsys.exit(3)\n").await;
     assert_eq!(exit.exit_code, 3, "{exit:?}");
+    // A syntax error the checker let through (its parser and CPython's may differ)
+    // reads as Python prints it, without the bootstrap's frame.
+    let syntax = run(Language::Python, "x = 1\n  y = 2\n").await;
+    assert_eq!(syntax.exit_code, 1, "{syntax:?}");
+    assert!(
+        syntax
+            .stderr
+            .starts_with("  File \"/sandbox/main.py\", line 2"),
+        "{}",
+        syntax.stderr
+    );
+    assert!(
+        syntax.stderr.contains("IndentationError"),
+        "{}",
+        syntax.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,5 +10,6 @@ mod attacks;
 mod e2e_clients;
 mod guard;
 mod mcp_server;
+mod outputs;
 mod sandbox;
 mod sessions;

@@ -148,6 +148,10 @@ pub struct Guard {
     permission: Option<RuleRef>,
     /// Node: the deny rule that needs code generation from strings off.
     codegen: Option<RuleRef>,
+    /// What the bootstrap collects when the program ends.
+    outputs: crate::sandbox::outputs::Collect,
+    /// Places besides the scratch folders the program may write: `rw` mounts.
+    writable: Vec<String>,
 }
 
 /// The names whose denial means "no processes", per language: what the kernel floor
@@ -232,6 +236,13 @@ impl Guard {
             codegen: (language == Language::JavaScript)
                 .then(|| first_denial(codegen_probes()))
                 .flatten(),
+            outputs: crate::sandbox::outputs::Collect::new(&policy.outputs, &policy.mounts),
+            writable: policy
+                .mounts
+                .iter()
+                .filter(|mount| mount.rw)
+                .map(|mount| mount.target.clone())
+                .collect(),
         }
     }
 
@@ -252,6 +263,7 @@ impl Guard {
             permission_rule: Option<&'a RuleRef>,
             #[serde(skip_serializing_if = "Option::is_none")]
             codegen_rule: Option<&'a RuleRef>,
+            outputs: &'a crate::sandbox::outputs::Collect,
         }
         serde_json::to_string(&Settings {
             marker: MARKER,
@@ -265,6 +277,7 @@ impl Guard {
             rules: &self.rules,
             permission_rule: self.permission.as_ref(),
             codegen_rule: self.codegen.as_ref(),
+            outputs: &self.outputs,
         })
         .expect("guard settings serialize")
     }
@@ -321,22 +334,25 @@ impl Guard {
                     .ok_or("the image has no node on its PATH")?;
                 argv.push(node);
                 if let Some(rule) = &self.permission {
+                    // One path a flag: Node 20.19 no longer reads a comma list.
+                    let writable = [super::container::WORKDIR, "/tmp"]
+                        .into_iter()
+                        .chain(self.writable.iter().map(String::as_str))
+                        .map(|path| format!("--allow-fs-write={path}"));
                     match major {
-                        22.. => argv.extend([
-                            "--permission".into(),
-                            "--allow-fs-read=*".into(),
-                            format!("--allow-fs-write={}", super::container::WORKDIR),
-                            "--allow-fs-write=/tmp".into(),
-                        ]),
-                        20..=21 => argv.extend([
-                            "--experimental-permission".into(),
-                            // Node 20 warns on every start that the model is experimental.
-                            "--disable-warning=ExperimentalWarning".into(),
-                            "--allow-fs-read=*".into(),
-                            // One path a flag: Node 20.19 no longer reads a comma list.
-                            format!("--allow-fs-write={}", super::container::WORKDIR),
-                            "--allow-fs-write=/tmp".into(),
-                        ]),
+                        22.. => {
+                            argv.extend(["--permission".into(), "--allow-fs-read=*".into()]);
+                            argv.extend(writable);
+                        }
+                        20..=21 => {
+                            argv.extend([
+                                "--experimental-permission".into(),
+                                // Node 20 warns on every start that the model is experimental.
+                                "--disable-warning=ExperimentalWarning".into(),
+                                "--allow-fs-read=*".into(),
+                            ]);
+                            argv.extend(writable);
+                        }
                         _ => {
                             return Err(format!(
                                 "the policy's rule `{}` is enforced at run time with Node's \

@@ -321,6 +321,77 @@
     writeAll(1, line);
     writeAll(2, line);
   };
+  const outputs = settings.outputs || {};
+  // The files a run created or changed under the working directory come back (within
+  // the policy's caps; one over a cap is listed with the cap's name): `path -> "mtime
+  // size"` of the regular files, links not followed, mounted folders not entered.
+  const WALK_LIMIT = 20000;
+  const LISTED = 100;
+  const listing = () => {
+    const found = new Map();
+    if (!outputs.files) return found;
+    const skip = new Set(outputs.skip || []);
+    const folders = [mainDir.slice(0, -1)];
+    let seen = 0;
+    while (folders.length && seen < WALK_LIMIT) {
+      const folder = folders.pop();
+      let entries;
+      try {
+        entries = fs.readdirSync(folder, { withFileTypes: true });
+      } catch {
+        continue;
+      }
+      for (const entry of entries) {
+        seen += 1;
+        const path = folder + '/' + entry.name;
+        if (entry.isDirectory()) {
+          if (!skip.has(path) && entry.name !== 'node_modules') folders.push(path);
+        } else if (entry.isFile()) {
+          const stat = fs.lstatSync(path, { throwIfNoEntry: false, bigint: true });
+          if (stat) found.set(path, stat.mtimeNs + ' ' + stat.size);
+        }
+      }
+    }
+    return found;
+  };
+  // Writes the record of what the run left (`\x1e<token> files <json>`, stdout only)
+  // when there is something, and renews the listing a session's next call compares with.
+  let before = new Map();
+  const writeOutputs = (token, mainFile) => {
+    const after = listing();
+    const changed = [...after.keys()]
+      .filter((path) => path !== mainFile && before.get(path) !== after.get(path))
+      .sort();
+    before = after;
+    if (!changed.length) return;
+    let room = outputs.max_total_size || 0;
+    let returned = 0;
+    const listed = [];
+    for (const path of changed) {
+      const entry = { path: path.slice(mainDir.length), size: Number(after.get(path).split(' ')[1]) };
+      if (returned >= (outputs.max_files || 0)) entry.omitted = 'max_files';
+      else if (entry.size > outputs.max_file_size) entry.omitted = 'max_file_size';
+      else if (entry.size > room) entry.omitted = 'max_total_size';
+      else {
+        try {
+          const data = fs.readFileSync(path);
+          if (data.length > outputs.max_file_size) entry.omitted = 'max_file_size';
+          else if (data.length > room) entry.omitted = 'max_total_size';
+          else {
+            entry.size = data.length;
+            entry.data = data.toString('base64');
+            room -= data.length;
+            returned += 1;
+          }
+        } catch (error) {
+          entry.omitted = 'unreadable: ' + (error.code || error.message);
+        }
+      }
+      if (listed.length < LISTED) listed.push(entry);
+    }
+    const record = JSON.stringify({ files: listed, unlisted: changed.length - listed.length });
+    writeAll(1, '\x1e' + token + ' files ' + record + '\n');
+  };
   // What the policy preloads is loaded now, resolved as the snippet would resolve it,
   // so its cost is paid before the call; one that fails is said once, on stderr.
   const preloadRequire = createRequire(mainDir + '[preload]');
@@ -346,14 +417,18 @@
   const codeEnd = newline + 1 + header.len;
   fs.writeFileSync(main, input.subarray(newline + 1, codeEnd));
   writeFiles(header.files, input.subarray(codeEnd));
+  before = listing();
   process.argv[1] = main;
-  // The end line goes out after every 'exit' listener has run, when the program ends
-  // well. A failing one gets none: Node prints its uncaught error after 'exit', and the
-  // run then ends with the process instead.
+  // The files record and the end line go out after every 'exit' listener has run; the
+  // end line only when the program ends well. A failing one gets none: Node prints its
+  // uncaught error after 'exit', and the run then ends with the process instead.
   const emit = process.emit;
   process.emit = function (event, code) {
     const result = emit.apply(this, arguments);
-    if (event === 'exit' && (process.exitCode ?? code ?? 0) == 0) writeEnd(header.end, 0);
+    if (event === 'exit') {
+      writeOutputs(header.end, main);
+      if ((process.exitCode ?? code ?? 0) == 0) writeEnd(header.end, 0);
+    }
     return result;
   };
   // Started from the event loop, so no frame of this file is under the snippet's.
@@ -436,6 +511,7 @@
       const codeEnd = newline + 1 + header.len;
       const code = pending.subarray(newline + 1, codeEnd).toString('utf8');
       writeFiles(header.files, pending.subarray(codeEnd, frameEnd));
+      before = listing();
       pending = pending.subarray(frameEnd);
       running = true;
       if (!envSet) {
@@ -453,6 +529,7 @@
         writeAll(2, 'Uncaught ' + (cut < 0 ? text : text.slice(0, cut)) + '\n');
         status = 1;
       }
+      writeOutputs(header.end, null);
       writeEnd(header.end, status);
       running = false;
       next();

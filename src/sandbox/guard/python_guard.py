@@ -10,7 +10,9 @@ session (`"session": true`) it runs call after call in one namespace instead. A 
 (rule, layer, what was attempted, the snippet's line) and ends the process at once with
 exit status 126: the snippet cannot catch or undo it.
 
-Who asks matters. Starting a process is denied whoever asks. Compiling source text,
+Who asks matters. Starting a process is denied whoever asks, but only the snippet's own
+attempt ends the run: a library's (pandas' import runs `uname -p`) gets a PermissionError,
+as on a system without the command, and copes. Compiling source text,
 importing a denied module and the like are denied only when the request comes from the
 snippet, from code it wrote (files under /sandbox, /tmp, /dev/shm), or from a standard
 library module whose job is running code given as a string (timeit, pdb, code, ...): the
@@ -236,6 +238,33 @@ def _install(settings, main_path):
             return True
         return False
 
+    # Modules that start processes for whoever calls them.
+    process_plumbing = frozenset((
+        "subprocess", "os", "posix", "pty", "asyncio", "multiprocessing", "concurrent",
+        "_posixsubprocess", "webbrowser",
+    ))
+    refused = PermissionError
+
+    def started_by_snippet(frame):
+        """True when the process start comes from the snippet (or code it wrote, or a
+        code runner): the first frame outside the process plumbing is theirs. A library
+        starting one for itself (`platform.processor()` runs `uname -p` when pandas
+        loads) gets a PermissionError instead, as it would on a system without the
+        command, and copes; either way nothing starts."""
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            module = frame.f_globals.get("__name__", "") or ""
+            if from_writable(filename) or str(module).split(".")[0] not in process_plumbing:
+                break
+            frame = frame.f_back
+        if frame is None:
+            return True
+        filename = frame.f_code.co_filename
+        if from_writable(filename):
+            return True
+        module = str(frame.f_globals.get("__name__", ""))
+        return module in code_runners or module.split(".")[0] in code_runners
+
     def short(value):
         try:
             text = repr(value)
@@ -287,8 +316,11 @@ def _install(settings, main_path):
         if event in process_events:
             rule = rule_for_names(process_events[event])
             if rule is not None:
-                busy[0] = True
-                block(rule, event, args, getframe(1))
+                frame = getframe(1)
+                if started_by_snippet(frame):
+                    busy[0] = True
+                    block(rule, event, args, frame)
+                raise refused(1, "starting processes is not allowed in this sandbox (rule %s)" % rule["id"])
             return
         if event in native_events:
             rule = rule_for_names(native_events[event])
@@ -487,6 +519,10 @@ def _main(install, print_exception):
     settings_text, main_path = sys.argv[1], sys.argv[2]
     settings = _read_json(settings_text)
     running = install(settings, main_path)
+    outputs = settings.get("outputs") or {}
+    shown = []
+    if outputs.get("figures"):
+        _capture_shown_figures(shown)
     # Imported so that its bytecode is cached: no handle on it is left in sys.modules
     # (an empty module stands in, which the import system expects to find there).
     if "python_guard" in sys.modules:
@@ -525,7 +561,7 @@ def _main(install, print_exception):
         "__builtins__": builtins,
     })
     if settings.get("session"):
-        _serve_session(control, running, namespace, print_exception)
+        _serve_session(control, running, namespace, print_exception, outputs, shown)
         return
 
     header = _read_json(control.readline().decode("utf-8"))
@@ -537,13 +573,16 @@ def _main(install, print_exception):
         handle.write(source)
     namespace.update({"__file__": main_path, "__cached__": None})
     status = [1]
-    _end_at_exit(header["end"], status)
+    report = _Outputs(outputs, shown, main_path)
+    _end_at_exit(header["end"], status, report)
     try:
         status[0] = _run(source, main_path, namespace, running, print_exception)
     except SystemExit as error:
         code = error.code
         status[0] = 0 if code is None else (code & 0xFF if isinstance(code, int) else 1)
+        report.take_figures()
         raise
+    report.take_figures()
     if status[0]:
         sys.exit(1)
 
@@ -571,19 +610,22 @@ def _write_files(control, files):
             handle.write(data)
 
 
-def _end_at_exit(end, status):
-    """Writes the end line when the interpreter exits: registered before the snippet's
-    own exit handlers, so it runs after all of them."""
+def _end_at_exit(end, status, report):
+    """Writes what the program left behind, then the end line, when the interpreter
+    exits: registered before the snippet's own exit handlers, so it runs after all of
+    them."""
     import atexit
     import os
 
     write = os.write
-    atexit.register(lambda: _write_end(write, end, status[0]))
+    atexit.register(lambda: _write_end(write, end, status[0], report))
 
 
-def _write_end(write, end, status):
-    """Flushes what the program printed, then writes the end line the runtime waits for
-    (`\\x1e<end> <status>`) on both streams, with `write` taken before the snippet ran."""
+def _write_end(write, end, status, report):
+    """Flushes what the program printed, writes the record of its files and figures
+    (`\\x1e<end> files <json>`, stdout only) when there is one, then the end line the
+    runtime waits for (`\\x1e<end> <status>`) on both streams, with `write` taken before
+    the snippet ran."""
     import sys
 
     for stream in (sys.stdout, sys.stderr):
@@ -591,9 +633,191 @@ def _write_end(write, end, status):
             stream.flush()
         except Exception:
             pass
+    record = report.record()
+    if record:
+        data = ("\x1e%s files " % end).encode() + record + b"\n"
+        while data:
+            data = data[write(1, data):]
     line = ("\x1e%s %d\n" % (end, status)).encode()
     write(1, line)
     write(2, line)
+
+
+class _Outputs:
+    """What one run (or session call) hands back besides its output: the files it
+    created or changed under /sandbox (compared with a listing taken before it ran) and
+    the matplotlib figures it showed or left open, within the policy's caps. A file over
+    a cap is listed with its size and the cap's name, never silently dropped."""
+
+    SANDBOX = "/sandbox/"
+    # Past this many entries the walk stops, and past this many the record lists no
+    # more names, only how many there were: a program that writes 100 000 files must
+    # not make the report itself the cost.
+    WALK_LIMIT = 20000
+    LISTED = 100
+
+    def __init__(self, settings, shown, main_path):
+        self.settings = settings
+        self.shown = shown
+        self.main_path = main_path
+        self.figures = []
+        self.before = self.listing() if settings.get("files") else {}
+
+    def listing(self):
+        """`path -> (mtime, size)` of the regular files under /sandbox, links not
+        followed, mounted folders (the policy's `skip`) not entered."""
+        import os
+
+        skip = set(self.settings.get("skip", ()))
+        found = {}
+        folders = [self.SANDBOX.rstrip("/")]
+        seen = 0
+        while folders and seen < self.WALK_LIMIT:
+            try:
+                entries = list(os.scandir(folders.pop()))
+            except OSError:
+                continue
+            for entry in entries:
+                seen += 1
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.path not in skip and entry.name != "__pycache__":
+                            folders.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        stat = entry.stat(follow_symlinks=False)
+                        found[entry.path] = (stat.st_mtime_ns, stat.st_size)
+                except OSError:
+                    pass
+        return found
+
+    def take_figures(self):
+        """Renders the figures shown so far and those still open, then closes them (as a
+        notebook does), so that a session's next call does not send them again."""
+        import sys
+
+        self.figures.extend(self.shown)
+        del self.shown[:]
+        if self.settings.get("figures"):
+            self.figures.extend(_open_figures(sys.modules.get("matplotlib.pyplot")))
+
+    def record(self):
+        """The JSON record of this run's files and figures, or None when there are none.
+        Called once: the listing it compares with is renewed for a session's next call."""
+        import os
+
+        entries = [
+            {"path": "figure-%d.png" % (index + 1), "figure": True, "size": len(png), "png": png}
+            for index, png in enumerate(self.figures)
+        ]
+        self.figures = []
+        if self.settings.get("files"):
+            after = self.listing()
+            for path in sorted(after):
+                if path != self.main_path and self.before.get(path) != after[path]:
+                    entries.append({"path": path[len(self.SANDBOX):], "size": after[path][1]})
+            self.before = after
+        if not entries:
+            return None
+        import base64
+        import json
+
+        max_files = self.settings.get("max_files", 0)
+        max_file = self.settings.get("max_file_size", 0)
+        room = self.settings.get("max_total_size", 0)
+        returned = 0
+        listed = []
+        for entry in entries:
+            data = entry.pop("png", None)
+            if returned >= max_files:
+                entry["omitted"] = "max_files"
+            elif entry["size"] > max_file:
+                entry["omitted"] = "max_file_size"
+            elif entry["size"] > room:
+                entry["omitted"] = "max_total_size"
+            else:
+                if data is None:
+                    try:
+                        with open(self.SANDBOX + entry["path"], "rb") as handle:
+                            data = handle.read(max_file + 1)
+                    except OSError as error:
+                        entry["omitted"] = "unreadable: %s" % error.strerror
+                if data is not None and len(data) > min(max_file, room):
+                    entry["omitted"] = "max_file_size" if len(data) > max_file else "max_total_size"
+                elif data is not None:
+                    entry["size"] = len(data)
+                    entry["data"] = base64.b64encode(data).decode("ascii")
+                    room -= len(data)
+                    returned += 1
+            if len(listed) < self.LISTED:
+                listed.append(entry)
+        record = {"files": listed, "unlisted": len(entries) - len(listed)}
+        return json.dumps(record, separators=(",", ":")).encode("utf-8", "surrogateescape")
+
+
+def _open_figures(pyplot):
+    """PNG renderings of the figures open in `pyplot` (None: never imported), which are
+    then closed. A figure that fails to render is said on stderr and skipped."""
+    import sys
+
+    if pyplot is None:
+        return []
+    images = []
+    try:
+        numbers = pyplot.get_fignums()
+    except Exception:
+        return []
+    for number in numbers:
+        try:
+            images.append(_png(pyplot.figure(number)))
+        except Exception as error:
+            sys.stderr.write("code-sandbox-mcp: figure %s could not be rendered: %s\n" % (number, error))
+    try:
+        pyplot.close("all")
+    except Exception:
+        pass
+    return images
+
+
+def _png(figure):
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _capture_shown_figures(shown):
+    """Makes matplotlib draw off screen, with `show()` rendering the open figures into
+    `shown` (and closing them) instead of opening a window: the backend the program
+    gets unless it picks another. The backend module is made only when matplotlib asks
+    for it by name, so a program that never plots never imports matplotlib."""
+    import os
+    import sys
+    from importlib.machinery import ModuleSpec
+
+    name = "_code_sandbox_figures"
+
+    def show(*args, **kwargs):
+        shown.extend(_open_figures(sys.modules.get("matplotlib.pyplot")))
+
+    class Backend:
+        @staticmethod
+        def find_spec(fullname, path=None, target=None):
+            return ModuleSpec(name, Backend) if fullname == name else None
+
+        @staticmethod
+        def create_module(spec):
+            return None
+
+        @staticmethod
+        def exec_module(module):
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+            module.FigureCanvas = FigureCanvasAgg
+            module.show = show
+
+    sys.meta_path.append(Backend)
+    os.environ["MPLBACKEND"] = "module://" + name
 
 
 def _run(source, filename, namespace, running, print_exception):
@@ -605,7 +829,8 @@ def _run(source, filename, namespace, running, print_exception):
     try:
         code = compile(source, filename, "exec", dont_inherit=True)
     except SyntaxError:
-        print_exception(sys.exc_info(), skip=0)
+        # Without this bootstrap's frame: a syntax error shows only the snippet's line.
+        print_exception(sys.exc_info(), skip=1)
         return 1
     running(code)
     try:
@@ -618,10 +843,11 @@ def _run(source, filename, namespace, running, print_exception):
     return 0
 
 
-def _serve_session(control, running, namespace, print_exception):
+def _serve_session(control, running, namespace, print_exception, outputs, shown):
     """Runs one call after another in the same namespace, as a REPL does: a header line
-    and the call's code in, its output out, then on each stream an end line carrying
-    the call's token and status. `sys.exit` ends the session (and the interpreter)."""
+    and the call's code in, its output out, then the record of its files and figures
+    and on each stream an end line carrying the call's token and status. `sys.exit`
+    ends the session (and the interpreter)."""
     import linecache
     import os
 
@@ -637,12 +863,15 @@ def _serve_session(control, running, namespace, print_exception):
         if not env_set:
             os.environ.update(header.get("env", {}))
             env_set = True
+        # Listed after the call's files are written: they are not its output.
+        report = _Outputs(outputs, shown, None)
         name = "<call %d>" % header["call"]
         text = source.decode("utf-8", "replace")
         # Tracebacks show the call's lines: no file is written for it.
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
         status = _run(source, name, namespace, running, print_exception)
-        _write_end(write, header["end"], status)
+        report.take_figures()
+        _write_end(write, header["end"], status, report)
 
 
 def _print_exception(info, skip):

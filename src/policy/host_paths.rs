@@ -1,0 +1,228 @@
+//! Host paths a policy names (`mounts:` sources, `outputs.export.path`): resolved
+//! against the policy file's folder, the project. A relative path must stay inside the
+//! project, through links too, so a committed policy cannot hand the sandbox a folder
+//! elsewhere on the machine by a path that looks local; reaching outside takes an
+//! absolute path, which a reader of the policy sees for what it is. The same holds for
+//! the container engine's socket (whoever holds it holds the machine): it is mounted
+//! only when named by an absolute path.
+
+use super::load::{error, PolicyError};
+use super::schema::{Export, ExportFile, Mount, MountFile};
+use std::path::{Component, Path, PathBuf};
+
+/// The export folder of `outputs.export`. It need not exist yet (it is made on the
+/// first export), but what exists of it must be a folder inside the project.
+pub fn export(
+    label: &str,
+    text: &str,
+    dir: Option<&Path>,
+    export: ExportFile,
+) -> Result<Export, PolicyError> {
+    let at = line_of(text, "path:", &export.path);
+    let resolved = resolve(label, at, dir, &export.path, "outputs.export.path")?;
+    if resolved.exists() && !resolved.is_dir() {
+        return Err(error(
+            label,
+            at,
+            format!(
+                "outputs.export.path: `{}` exists and is not a folder",
+                export.path
+            ),
+        ));
+    }
+    Ok(Export {
+        path: export.path,
+        dir: resolved,
+        overwrite: export.overwrite.unwrap_or(false),
+    })
+}
+
+/// One entry of `mounts:`; its source must exist.
+pub fn mount(
+    label: &str,
+    text: &str,
+    dir: Option<&Path>,
+    mount: MountFile,
+) -> Result<Mount, PolicyError> {
+    let at = line_of(text, "source:", &mount.source);
+    let host = resolve(label, at, dir, &mount.source, "mounts[].source")?;
+    let metadata = std::fs::metadata(&host).map_err(|e| {
+        error(
+            label,
+            at,
+            format!("mounts[].source: cannot use `{}`: {e}", mount.source),
+        )
+    })?;
+    if !Path::new(&mount.source).is_absolute() && is_socket(&metadata) {
+        return Err(error(
+            label,
+            at,
+            format!(
+                "mounts[].source: `{}` is a socket (a container engine's, perhaps, which \
+                 would hand the sandbox the whole machine); name it by its absolute path \
+                 if that is really meant",
+                mount.source
+            ),
+        ));
+    }
+    Ok(Mount {
+        source: mount.source,
+        host,
+        target: mount.target,
+        rw: mount.rw.unwrap_or(false),
+    })
+}
+
+/// `path` as the host sees it: absolute as written, or under the policy's folder and
+/// staying there (after `..` and after links).
+fn resolve(
+    label: &str,
+    at: Option<usize>,
+    dir: Option<&Path>,
+    path: &str,
+    key: &str,
+) -> Result<PathBuf, PolicyError> {
+    let written = Path::new(path);
+    if written.is_absolute() {
+        return Ok(written.to_path_buf());
+    }
+    let Some(dir) = dir else {
+        return Err(error(
+            label,
+            at,
+            format!("{key}: a preset cannot name the relative host path `{path}`"),
+        ));
+    };
+    let project = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let joined = project.join(written);
+    let outside = || {
+        error(
+            label,
+            at,
+            format!(
+                "{key}: `{path}` leads outside the project ({}); a host path outside it \
+                 must be written as an absolute path",
+                project.display()
+            ),
+        )
+    };
+    let folded = fold(&joined).ok_or_else(outside)?;
+    if !folded.starts_with(&project) {
+        return Err(outside());
+    }
+    // What exists of the path is followed through its links.
+    let mut existing = folded.as_path();
+    while !existing.exists() {
+        existing = existing.parent().unwrap_or(&project);
+    }
+    let real = std::fs::canonicalize(existing).unwrap_or_else(|_| existing.to_path_buf());
+    if !real.starts_with(&project) {
+        return Err(outside());
+    }
+    Ok(folded)
+}
+
+/// `path` with `.` and `..` folded away; `None` when `..` climbs past the root.
+fn fold(path: &Path) -> Option<PathBuf> {
+    let mut folded = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                if !folded.pop() {
+                    return None;
+                }
+            }
+            Component::CurDir => {}
+            other => folded.push(other),
+        }
+    }
+    Some(folded)
+}
+
+#[cfg(unix)]
+fn is_socket(metadata: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    metadata.file_type().is_socket()
+}
+
+#[cfg(not(unix))]
+fn is_socket(_: &std::fs::Metadata) -> bool {
+    false
+}
+
+/// The line of the first `key` line that names `value`, for the error's location.
+fn line_of(text: &str, key: &str, value: &str) -> Option<usize> {
+    text.lines()
+        .position(|line| line.contains(key) && line.contains(value))
+        .map(|index| index + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mount_file(source: &str) -> MountFile {
+        MountFile {
+            source: source.into(),
+            target: "/data".into(),
+            rw: None,
+        }
+    }
+
+    #[test]
+    fn a_relative_mount_stays_inside_the_project() {
+        let project = tempfile::tempdir().unwrap();
+        std::fs::create_dir(project.path().join("data")).unwrap();
+        let text = "mounts:\n  - source: ./data\n    target: /data\n";
+        let ok = mount("p.yaml", text, Some(project.path()), mount_file("./data")).unwrap();
+        assert!(ok.host.ends_with("data") && !ok.rw);
+
+        let text = "mounts:\n  - source: ../elsewhere\n    target: /data\n";
+        let err = mount(
+            "p.yaml",
+            text,
+            Some(project.path()),
+            mount_file("../elsewhere"),
+        )
+        .unwrap_err();
+        assert_eq!(err.line, Some(2));
+        assert!(err.message.contains("outside the project"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_out_of_the_project_and_a_relative_socket_are_refused() {
+        let project = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), project.path().join("out")).unwrap();
+        let err = mount("p.yaml", "", Some(project.path()), mount_file("out")).unwrap_err();
+        assert!(err.message.contains("outside the project"), "{err}");
+
+        let socket = project.path().join("engine.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let err = mount(
+            "p.yaml",
+            "",
+            Some(project.path()),
+            mount_file("engine.sock"),
+        )
+        .unwrap_err();
+        assert!(err.message.contains("socket"), "{err}");
+        let absolute = socket.to_string_lossy().into_owned();
+        assert!(mount("p.yaml", "", Some(project.path()), mount_file(&absolute)).is_ok());
+    }
+
+    #[test]
+    fn an_export_folder_may_not_exist_yet_but_may_not_be_a_file() {
+        let project = tempfile::tempdir().unwrap();
+        let export_file = |path: &str| ExportFile {
+            path: path.into(),
+            overwrite: None,
+        };
+        let ok = export("p.yaml", "", Some(project.path()), export_file("out/plots")).unwrap();
+        assert!(ok.dir.ends_with("out/plots") && !ok.overwrite);
+        std::fs::write(project.path().join("file"), "x").unwrap();
+        assert!(export("p.yaml", "", Some(project.path()), export_file("file")).is_err());
+        assert!(export("p.yaml", "", None, export_file("out")).is_err());
+    }
+}
