@@ -7,13 +7,20 @@
 
 use crate::analysis::Language;
 use crate::policy::{Action, Matcher, NetworkMode, Policy, Rule};
+use crate::sandbox::environment::Environment;
 use rmcp::model::ToolAnnotations;
 
 /// How many names of a rule's matcher a description lists before "…".
 const EXAMPLES_PER_RULE: usize = 10;
 
-/// The description of `run_python_code` / `run_javascript_code` under `policy`.
-pub fn run_tool_description(policy: &Policy, language: Language, env_names: &[String]) -> String {
+/// The description of `run_python_code` / `run_javascript_code` under `policy`; with
+/// the image's `environment` once it is known (its packages, named).
+pub fn run_tool_description(
+    policy: &Policy,
+    language: Language,
+    env_names: &[String],
+    environment: Option<&Environment>,
+) -> String {
     let (display, how_to_print) = (language.spec().display, language.spec().print_hint);
     let mut text = format!(
         "Run a {display} program in a fresh, locked-down container and get back its exit code, \
@@ -26,7 +33,7 @@ pub fn run_tool_description(policy: &Policy, language: Language, env_names: &[St
          warn come back with a normal result.\n\n"
     );
     text.push_str(&sessions_in_words(policy));
-    text.push_str(&limits_in_words(policy, language, env_names));
+    text.push_str(&limits_in_words(policy, language, env_names, environment));
     text.push_str(&rules_in_words(policy, language));
     text
 }
@@ -119,7 +126,12 @@ pub fn check_tool_annotations() -> ToolAnnotations {
         .open_world(false)
 }
 
-fn limits_in_words(policy: &Policy, language: Language, env_names: &[String]) -> String {
+fn limits_in_words(
+    policy: &Policy,
+    language: Language,
+    env_names: &[String],
+    environment: Option<&Environment>,
+) -> String {
     let limits = &policy.limits;
     let network = match policy.network {
         NetworkMode::None => {
@@ -136,11 +148,13 @@ fn limits_in_words(policy: &Policy, language: Language, env_names: &[String]) ->
          - Memory: {memory}, no swap; going over kills the run (oom_killed: true). CPU: {cpus} \
            core(s). At most {pids} processes and threads.\n\
          - Files: only /sandbox (the working directory) and /tmp are writable, {tmpfs} each; \
-           the rest of the filesystem is read-only and the host's files are not there.\n\
+           the rest of the filesystem is read-only{mounts}.{outputs}\n\
          - Output: the first {output} of stdout plus stderr is kept, the rest is cut \
            (truncated: true). Code: at most {code}.\n\
-         - Image: {image}; only the packages it contains are available.\n",
+         - {image}\n",
         name = policy.name,
+        mounts = mounts_in_words(policy),
+        outputs = outputs_in_words(policy, language),
         timeout = limits.timeout,
         memory = limits.memory,
         cpus = limits.cpus,
@@ -148,7 +162,14 @@ fn limits_in_words(policy: &Policy, language: Language, env_names: &[String]) ->
         tmpfs = limits.tmpfs,
         output = limits.output,
         code = limits.code,
-        image = policy.images.for_language(language),
+        image = match environment {
+            Some(environment) => environment.in_words(),
+            None => format!(
+                "Image: {}; only the packages it contains are available, and nothing can be \
+                 installed at run time.",
+                policy.images.for_language(language).join(" or ")
+            ),
+        },
     );
     if !env_names.is_empty() {
         text.push_str(&format!(
@@ -157,6 +178,52 @@ fn limits_in_words(policy: &Policy, language: Language, env_names: &[String]) ->
         ));
     }
     text
+}
+
+/// The host folders the sandbox sees, or that it sees none.
+fn mounts_in_words(policy: &Policy) -> String {
+    if policy.mounts.is_empty() {
+        return " and the host's files are not there".to_string();
+    }
+    let mounts: Vec<String> = policy
+        .mounts
+        .iter()
+        .map(|mount| {
+            let access = if mount.rw { "read-write" } else { "read-only" };
+            format!(
+                "{} ({access}, the project's {})",
+                mount.target, mount.source
+            )
+        })
+        .collect();
+    format!("; the project's files are at {}", mounts.join(", "))
+}
+
+/// What comes back besides the output, and how to get it.
+fn outputs_in_words(policy: &Policy, language: Language) -> String {
+    let outputs = &policy.outputs;
+    let mut parts = Vec::new();
+    if outputs.files {
+        parts.push(format!(
+            " Files the program writes under /sandbox come back with the result (up to {} \
+             files, {} each, {} in all; images as images, small text inline).",
+            outputs.max_files, outputs.max_file_size, outputs.max_total_size
+        ));
+    }
+    if outputs.figures && language == Language::Python {
+        parts.push(
+            " matplotlib figures (plt.show(), or left open at the end) come back as PNG \
+             images: no need to save them."
+                .to_string(),
+        );
+    }
+    if let Some(export) = &outputs.export {
+        parts.push(format!(
+            " Returned files are also saved in the project's {} folder.",
+            export.path
+        ));
+    }
+    parts.concat()
 }
 
 fn rules_in_words(policy: &Policy, language: Language) -> String {
@@ -253,14 +320,14 @@ mod tests {
     #[test]
     fn descriptions_state_the_limits_and_the_denied_rules() {
         let policy = Policy::preset("default").unwrap();
-        let text = run_tool_description(&policy, Language::Python, &["API_KEY".to_string()]);
+        let text = run_tool_description(&policy, Language::Python, &["API_KEY".to_string()], None);
         assert!(text.contains("Network: none"), "{text}");
         assert!(text.contains(&policy.limits.memory.to_string()), "{text}");
         assert!(text.contains(&policy.limits.timeout.to_string()), "{text}");
         assert!(text.contains("process-exec"), "{text}");
         assert!(text.contains("subprocess"), "{text}");
         assert!(text.contains("API_KEY"), "{text}");
-        let js = run_tool_description(&policy, Language::JavaScript, &[]);
+        let js = run_tool_description(&policy, Language::JavaScript, &[], None);
         assert!(js.contains("child_process"), "{js}");
         assert!(!js.contains("Environment variables"), "{js}");
     }

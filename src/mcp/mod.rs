@@ -9,6 +9,7 @@
 mod describe;
 mod progress;
 mod render;
+mod resources;
 mod sanitize;
 mod tools;
 mod types;
@@ -20,7 +21,13 @@ use crate::analysis::Language;
 use crate::policy::{Policy, PolicyEngine};
 use crate::sandbox::Sandbox;
 use rmcp::handler::server::tool::ToolRouter;
-use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    ErrorData, Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
 use rmcp::{tool_handler, ServerHandler, ServiceExt};
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -36,6 +43,8 @@ pub struct CodeSandboxServer {
     /// Cancelled on shutdown: every run in flight is a child of it.
     stop: CancellationToken,
     tool_router: ToolRouter<Self>,
+    /// The names of the variables in `env`, which the descriptions list.
+    env_names: Arc<[String]>,
     instructions: Arc<str>,
     /// This client's name for the sandbox's sessions: its sessions are its own.
     connection: Arc<str>,
@@ -52,7 +61,7 @@ impl CodeSandboxServer {
             // every test that starts a server, never a wrong description at run time.
             let (description, annotations) = match Language::from_run_tool(name) {
                 Some(language) => (
-                    describe::run_tool_description(&policy, language, &env_names),
+                    describe::run_tool_description(&policy, language, &env_names, None),
                     describe::run_tool_annotations(&policy, language),
                 ),
                 None if name == "check_code" => (
@@ -80,6 +89,7 @@ impl CodeSandboxServer {
             env: env.into(),
             stop: CancellationToken::new(),
             tool_router,
+            env_names: env_names.into(),
             instructions: describe::server_instructions(&policy).into(),
             connection: next_connection_id().into(),
         }
@@ -102,9 +112,73 @@ impl ServerHandler for CodeSandboxServer {
             Implementation::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"));
         implementation.title = Some("Code Sandbox".to_string());
         implementation.description = Some(env!("CARGO_PKG_DESCRIPTION").to_string());
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(implementation)
-            .with_instructions(self.instructions.to_string())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(implementation)
+        .with_instructions(self.instructions.to_string())
+    }
+
+    /// The tools, their run-tool descriptions naming what each image offers (its
+    /// interpreter and packages, probed once), so that a model knows before it writes
+    /// `import numpy` whether numpy is there. Without the images (no engine yet, a
+    /// pull that takes long) the descriptions name the policy's images instead.
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let mut tools = self.tool_router.list_all();
+        let environments = resources::environments_now(&self.sandbox).await;
+        for tool in &mut tools {
+            let Some(language) = Language::from_run_tool(&tool.name) else {
+                continue;
+            };
+            let environment = environments
+                .iter()
+                .find(|(l, _)| *l == language)
+                .and_then(|(_, found)| found.as_ref().ok());
+            if let Some(environment) = environment {
+                let text = describe::run_tool_description(
+                    self.policy(),
+                    language,
+                    &self.env_names,
+                    Some(environment),
+                );
+                tool.description = Some(text.into());
+            }
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(resources::list()))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        match resources::read(&request.uri, self.policy(), &self.sandbox).await {
+            Some(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
+            None => Err(ErrorData::resource_not_found(
+                format!(
+                    "no resource `{}`: there are {} and {}",
+                    request.uri,
+                    resources::POLICY_URI,
+                    resources::ENVIRONMENTS_URI
+                ),
+                None,
+            )),
+        }
     }
 }
 

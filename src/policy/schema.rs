@@ -58,10 +58,10 @@ pub struct LimitsFile {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImagesFile {
-    #[serde(default, deserialize_with = "checked::image")]
-    pub python: Option<String>,
-    #[serde(default, deserialize_with = "checked::image")]
-    pub javascript: Option<String>,
+    #[serde(default, deserialize_with = "checked::images")]
+    pub python: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "checked::images")]
+    pub javascript: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -307,14 +307,18 @@ impl Limits {
     }
 }
 
+/// The image each language runs in: one name, or a list of choices, of which the
+/// first the engine has is used (when it has none, the last is pulled). The default
+/// policy lists the images `code-sandbox-mcp image build` makes, then the slim ones.
 #[derive(Debug, Clone, Serialize)]
 pub struct Images {
-    pub python: String,
-    pub javascript: String,
+    pub python: Vec<String>,
+    pub javascript: Vec<String>,
 }
 
 impl Images {
-    pub fn for_language(&self, language: crate::analysis::Language) -> &str {
+    /// Never empty: the schema refuses an empty list.
+    pub fn for_language(&self, language: crate::analysis::Language) -> &[String] {
         match language {
             crate::analysis::Language::Python => &self.python,
             crate::analysis::Language::JavaScript => &self.javascript,
@@ -591,14 +595,38 @@ mod checked {
         })
     }
 
-    pub fn image<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-        check(d, |image: &String| {
+    /// An image reference, or a non-empty list of them (the first present is used).
+    pub fn images<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+        fn valid(image: &String) -> Result<(), String> {
             if image.trim().is_empty() || image.contains(char::is_whitespace) {
                 Err(format!("`{image}` is not an image reference"))
             } else {
                 Ok(())
             }
-        })
+        }
+        struct OneOrMany;
+        impl<'de> Visitor<'de> for OneOrMany {
+            type Value = Vec<String>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an image name, or a list of image names")
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<Vec<String>, E> {
+                let image = v.to_string();
+                valid(&image).map_err(E::custom)?;
+                Ok(vec![image])
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+                let mut images = Vec::new();
+                while let Some(image) = seq.next_element_seed(Checked(valid))? {
+                    images.push(image);
+                }
+                if images.is_empty() {
+                    return Err(A::Error::custom("the list of images is empty"));
+                }
+                Ok(images)
+            }
+        }
+        d.deserialize_any(OneOrMany).map(Some)
     }
 
     pub fn runtime<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {

@@ -14,7 +14,7 @@
 //!   (see `session`) until the session ends.
 //! - `shutdown` removes every container this instance created.
 //!
-//! Below the contract, split by concern: `engine` (sockets, API version), `image` (the
+//! Below the contract, split by concern: `engine` (sockets, API version), `environment` (what an image offers), `image` (the
 //! check and the pull), `container` (limits → `HostConfig`, labels, creation, removal,
 //! listing), `instance` (ownership, dead-instance sweep), `files` (files handed in), `pool`
 //! (warm interpreters), `outputs` (files and figures back), `exec` (the waiting interpreter; code in, output out, timeout,
@@ -24,6 +24,7 @@
 mod container;
 mod engine;
 mod env;
+pub mod environment;
 mod exec;
 pub mod files;
 pub mod guard;
@@ -184,6 +185,15 @@ impl Sandbox {
     /// next `run` reports them.
     pub async fn warm_up(&self) {
         self.runtime.warm_up().await
+    }
+
+    /// What `language`'s image offers: its name, interpreter and packages. Connects,
+    /// chooses and pulls the image and probes it the first time; kept afterwards.
+    pub async fn environment(
+        &self,
+        language: Language,
+    ) -> Result<environment::Environment, SandboxError> {
+        self.runtime.environment(language).await
     }
 
     /// Ready containers waiting for `language` right now.

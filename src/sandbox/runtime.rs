@@ -5,6 +5,7 @@
 
 use super::container::{self, short, LABEL};
 use super::engine;
+use super::environment::{self, Environment};
 use super::exec::{self, Interpreter, Program};
 use super::guard::{self, Guard, Interpreters, Mode};
 use super::image;
@@ -43,6 +44,8 @@ pub struct Runtime {
     swept: AtomicBool,
     /// Per image: checked (and pulled if missing) once. A failed check is retried.
     images: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
+    /// The image each language runs in, once chosen among the policy's choices.
+    chosen: Mutex<HashMap<Language, String>>,
     pool: Pool<Interpreter>,
     permits: Arc<Semaphore>,
     pub(super) closing: CancellationToken,
@@ -77,6 +80,7 @@ impl Runtime {
             docker: tokio::sync::Mutex::new(None),
             swept: AtomicBool::new(false),
             images: Mutex::new(HashMap::new()),
+            chosen: Mutex::new(HashMap::new()),
             pool,
             permits: Arc::new(Semaphore::new(permits)),
             closing: CancellationToken::new(),
@@ -123,8 +127,7 @@ impl Runtime {
         };
         let mut fills = Vec::new();
         for language in Language::ALL {
-            let image = self.policy.images.for_language(language).to_string();
-            if let Err(error) = self.ensure_image(&docker, &image).await {
+            if let Err(error) = self.choose_image(&docker, language).await {
                 tracing::warn!(%error, "warm-up: image unavailable");
                 continue;
             }
@@ -194,11 +197,10 @@ impl Runtime {
             _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
             docker = self.docker() => docker?,
         };
-        let image = self.policy.images.for_language(request.language());
         tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
-            ready = self.ensure_image(&docker, image) => ready?,
+            ready = self.choose_image(&docker, request.language()) => ready?,
         };
         let limit = self.policy.limits.timeout();
         let timeout = request.timeout.map_or(limit, |wanted| wanted.min(limit));
@@ -270,7 +272,7 @@ impl Runtime {
         cancel: &CancellationToken,
         permit: &Permit,
     ) -> Result<Interpreter, SandboxError> {
-        let key = pool_key(&self.policy, language);
+        let key = self.pool_key(language);
         loop {
             let claim = tokio::select! {
                 biased;
@@ -304,7 +306,7 @@ impl Runtime {
         interpreters: &Interpreters,
         mode: &Mode,
     ) -> Result<guard::GuardedCommand, SandboxError> {
-        let image = self.policy.images.for_language(language);
+        let image = self.image(language);
         let guard = self
             .guards
             .iter()
@@ -324,7 +326,7 @@ impl Runtime {
         language: Language,
         mode: Mode,
     ) -> Result<Interpreter, SandboxError> {
-        let image = self.policy.images.for_language(language).to_string();
+        let image = self.image(language);
         let started = async {
             let files = self.guard_files(docker, &image).await?;
             let mode = Mode {
@@ -397,8 +399,8 @@ impl Runtime {
             // Counted like any creation: shutdown waits for the setup container to go.
             let _creating = Creating::start(self);
             let volume = container::create_volume(docker, &self.instance).await?;
-            let body =
-                container::setup_body(image, &self.instance, &volume, &guard::install_script());
+            let script = format!("{}; {}", guard::install_script(), environment::PROBE_SCRIPT);
+            let body = container::setup_body(image, &self.instance, &volume, &script);
             let probed = match container::create_attached(docker, &self.policy, image, body).await {
                 Ok((id, attached)) => {
                     let probed =
@@ -411,9 +413,15 @@ impl Runtime {
             match probed {
                 Ok(text) => {
                     tracing::debug!(image, volume = short(&volume), "guard files ready");
+                    let headline_label =
+                        docker.inspect_image(image).await.ok().and_then(|info| {
+                            info.config?.labels?.remove(environment::PACKAGES_LABEL)
+                        });
                     Ok(GuardFiles {
                         volume,
                         interpreters: Interpreters::parse(&text),
+                        probe: text.into(),
+                        headline_label,
                     })
                 }
                 Err(error) => {
@@ -464,7 +472,7 @@ impl Runtime {
         if self.closing.is_cancelled() {
             return Vec::new();
         }
-        let key = pool_key(&self.policy, language);
+        let key = self.pool_key(language);
         let missing = self.pool.reserve(&key);
         if missing > 0 {
             tracing::debug!(
@@ -527,12 +535,88 @@ impl Runtime {
         .map(|_| ())
     }
 
-    /// Makes the next run check (and pull) `image` again.
+    /// Makes the next run check (and pull, or choose again) `image`.
     fn forget_image(&self, image: &str) {
         self.images
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(image);
+        self.chosen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, chosen| chosen != image);
+    }
+
+    /// The image `language` runs in: the first of the policy's choices the engine has
+    /// (when it has none, the last, pulled), chosen once and then kept.
+    pub(super) async fn choose_image(
+        &self,
+        docker: &Docker,
+        language: Language,
+    ) -> Result<String, SandboxError> {
+        let chosen = self
+            .chosen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&language)
+            .cloned();
+        let image = match chosen {
+            Some(image) => image,
+            None => {
+                let choices = self.policy.images.for_language(language);
+                let (last, earlier) = choices.split_last().expect("never empty");
+                let mut pick = last.clone();
+                for choice in earlier {
+                    if docker.inspect_image(choice).await.is_ok() {
+                        pick = choice.clone();
+                        break;
+                    }
+                }
+                pick
+            }
+        };
+        self.ensure_image(docker, &image).await?;
+        self.chosen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(language, image.clone());
+        Ok(image)
+    }
+
+    /// What `language`'s image offers (connecting, choosing and pulling the image, and
+    /// setting its guard files up, when that has not happened yet).
+    pub async fn environment(
+        self: &Arc<Self>,
+        language: Language,
+    ) -> Result<Environment, SandboxError> {
+        let docker = self.docker().await?;
+        let image = self.choose_image(&docker, language).await?;
+        let files = self.guard_files(&docker, &image).await?;
+        Ok(Environment::parse(
+            &files.probe,
+            language,
+            &image,
+            files.headline_label.as_deref(),
+        ))
+    }
+
+    /// The image chosen for `language`, or, before the engine was asked, the policy's
+    /// last choice.
+    pub(super) fn image(&self, language: Language) -> String {
+        self.chosen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&language)
+            .cloned()
+            .unwrap_or_else(|| {
+                let choices = self.policy.images.for_language(language);
+                choices.last().cloned().unwrap_or_default()
+            })
+    }
+
+    /// The pool holds interpreters, so it is kept per language as well as per image.
+    fn pool_key(&self, language: Language) -> String {
+        format!("{language}@{}", self.image(language))
     }
 
     /// Removes every container this instance owns; no new ones are made afterwards.
@@ -631,7 +715,7 @@ impl Runtime {
 
     /// Ready containers in the pool for `language`'s image (for tests and the bench).
     pub fn warm_containers(&self, language: Language) -> usize {
-        self.pool.ready(&pool_key(&self.policy, language))
+        self.pool.ready(&self.pool_key(language))
     }
 }
 
@@ -660,11 +744,6 @@ fn once_per_image<T>(
         .clone()
 }
 
-/// The pool holds interpreters, so it is kept per language as well as per image.
-fn pool_key(policy: &Policy, language: Language) -> String {
-    format!("{language}@{}", policy.images.for_language(language))
-}
-
 /// One container creation under way, counted from its start until this is dropped
 /// (however the creation ends), so that `shutdown` can wait for it.
 struct Creating<'a>(&'a Runtime);
@@ -683,11 +762,16 @@ impl Drop for Creating<'_> {
     }
 }
 
-/// The guard files of one image, in a volume every container of it mounts read-only.
+/// The guard files of one image, in a volume every container of it mounts read-only,
+/// and what the setup container found in the image.
 #[derive(Debug, Clone)]
 struct GuardFiles {
     volume: String,
     interpreters: Interpreters,
+    /// The setup's output, which [`Environment::parse`] reads.
+    probe: Arc<str>,
+    /// The image's [`environment::PACKAGES_LABEL`].
+    headline_label: Option<String>,
 }
 
 /// Removes one run's container when dropped.

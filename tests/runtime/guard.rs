@@ -270,7 +270,7 @@ async fn node_without_a_permission_model_is_refused_not_run_with_less() {
     if !common::docker_ready() || !common::old_node_image_ready() {
         return;
     }
-    let old = policy(|p| p.images.javascript = common::OLD_NODE_IMAGE.to_string());
+    let old = policy(|p| p.images.javascript = vec![common::OLD_NODE_IMAGE.to_string()]);
     let result = run_with(old, Language::JavaScript, "console.log(1)").await;
     match result {
         Err(SandboxError::LayerUnavailable(message)) => {

@@ -321,3 +321,112 @@ async fn python_in_session(server: &mut InProcess, code: &str) -> Value {
         .call_tool("run_python_code", json!({ "code": code, "session": "py" }))
         .await
 }
+
+/// The description of the tool `name` in a `tools/list` answer.
+async fn description(server: &mut InProcess, name: &str) -> String {
+    let listed = server.client.request("tools/list", json!({})).await;
+    listed["result"]["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|tool| tool["name"] == name))
+        .and_then(|tool| tool["description"].as_str())
+        .unwrap_or_else(|| panic!("no tool {name}: {listed}"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descriptions_and_resources_name_the_packages_the_image_has() {
+    if !common::docker_ready() {
+        return;
+    }
+    let base = common::library_image("python");
+    let project = common::scratch("outputs-environments");
+    let (image, mut server) = server_in(&base, "environments", &project, "").await;
+
+    let python = description(&mut server, "run_python_code").await;
+    // Named with the versions the image has, from its label's list.
+    let probe = std::process::Command::new("docker")
+        .args(["run", "--rm", &image.tag, "python3", "-c"])
+        .arg("import numpy, pandas; print(numpy.__version__, pandas.__version__)")
+        .output()
+        .unwrap();
+    let versions = String::from_utf8_lossy(&probe.stdout);
+    let (numpy, pandas) = versions.trim().split_once(' ').unwrap();
+    assert!(python.contains(&format!("numpy {numpy}")), "{python}");
+    assert!(python.contains(&format!("pandas {pandas}")), "{python}");
+    assert!(python.contains("matplotlib"), "{python}");
+    assert!(
+        python.contains(&format!("Image {} (Python 3.", image.tag)),
+        "{python}"
+    );
+    assert!(python.contains("figures"), "{python}");
+
+    let read = server
+        .client
+        .request("resources/read", json!({"uri": "sandbox://environments"}))
+        .await;
+    let text = read["result"]["contents"][0]["text"].as_str().unwrap();
+    let environments: Value = serde_json::from_str(text).unwrap();
+    let packages = environments["python"]["packages"].as_array().unwrap();
+    assert!(
+        packages.iter().any(|p| p["name"] == "scipy"),
+        "{environments}"
+    );
+    assert_eq!(environments["python"]["image"], image.tag.as_str());
+
+    let listed = server.client.request("resources/list", json!({})).await;
+    let uris: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    assert_eq!(uris, ["sandbox://policy", "sandbox://environments"]);
+    let policy = server
+        .client
+        .request("resources/read", json!({"uri": "sandbox://policy"}))
+        .await;
+    let yaml = policy["result"]["contents"][0]["text"].as_str().unwrap();
+    assert!(yaml.contains("max_file_size: 1MiB"), "{yaml}");
+    assert!(!yaml.contains(project.to_str().unwrap()), "{yaml}");
+    let missing = server
+        .client
+        .request("resources/read", json!({"uri": "sandbox://nothing"}))
+        .await;
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("sandbox://policy")),
+        "{missing}"
+    );
+    server.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_image_the_engine_has_is_the_one_used() {
+    if !common::docker_ready() {
+        return;
+    }
+    let project = common::scratch("outputs-image-choice");
+    let image = TestImage::new("choice", 0);
+    // A list: the missing first choice is passed over (not pulled), the tag is used.
+    let policy = project.join(".code-sandbox.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version: 1\nextends: default\npool: {{size: 0}}\nimages:\n  python: [code-sandbox-mcp-test/absent:never, \"{}\"]\n  javascript: \"{}\"\n",
+            image.tag, image.tag
+        ),
+    )
+    .unwrap();
+    let mut server = InProcess::start(&policy, Vec::new()).await;
+    let result = python(&mut server, "print('chosen')").await;
+    assert_eq!(structured(&result)["stdout"], "chosen\n", "{result}");
+    let python = description(&mut server, "run_python_code").await;
+    assert!(
+        python.contains(&format!("Image {} (Python 3.", image.tag)),
+        "{python}"
+    );
+    // The offline image has no packages beyond the standard library, and says so.
+    assert!(python.contains("the standard library only"), "{python}");
+    server.close().await;
+}

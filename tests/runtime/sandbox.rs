@@ -681,7 +681,7 @@ async fn a_run_whose_caller_stops_waiting_is_removed() {
 async fn a_missing_image_says_how_to_get_one() {
     require_docker!();
     let sandbox = Sandbox::new(policy(|p| {
-        p.images.python = "code-sandbox-mcp-test/no-such-image:never".into()
+        p.images.python = vec!["code-sandbox-mcp-test/no-such-image:never".into()]
     }));
     let error = sandbox
         .run(
@@ -715,7 +715,7 @@ async fn an_image_removed_after_its_check_is_reported_and_checked_again() {
     };
     docker(&["tag", "code-sandbox-mcp-runtime:trixie", &tag]);
     let sandbox = Sandbox::new(policy(|p| {
-        p.images.python = tag.clone();
+        p.images.python = vec![tag.clone()];
         p.pool.size = 0;
     }));
     assert_eq!(
