@@ -31,7 +31,7 @@ fn main() {
         Policy::discover(Some(policy_path.to_str().unwrap()), root).expect("the test policy");
     policy.pool.size = 2;
     policy.pool.max_concurrent = CONCURRENT_CALLERS;
-    let image = policy.images.python.clone();
+    let image = policy.images.python[0].clone();
     let policy = Arc::new(policy);
 
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
