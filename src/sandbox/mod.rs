@@ -15,11 +15,11 @@
 //! - `shutdown` removes every container this instance created.
 //!
 //! Below the contract, split by concern: `engine` (sockets, API version), `image` (the
-//! check and the pull), `container` (limits → `HostConfig`, labels, creation, removal,
-//! listing), `instance` (ownership, dead-instance sweep), `files` (files handed in), `pool`
-//! (warm interpreters), `exec` (the waiting interpreter; code in, output out, timeout,
-//! OOM), `output` (the capped capture), `session` (named sessions), and `runtime` (all
-//! of it together).
+//! check and the pull; the project's library images and their build), `container`
+//! (limits → `HostConfig`, labels, creation, removal, listing), `instance` (ownership,
+//! dead-instance sweep), `files` (files handed in), `pool` (warm interpreters), `exec`
+//! (the waiting interpreter; code in, output out, timeout, OOM), `output` (the capped
+//! capture), `session` (named sessions), and `runtime` (all of it together).
 
 mod container;
 mod engine;
@@ -27,7 +27,7 @@ mod env;
 mod exec;
 pub mod files;
 pub mod guard;
-mod image;
+pub mod image;
 mod instance;
 mod output;
 mod pool;
@@ -35,6 +35,7 @@ mod runtime;
 mod session;
 
 pub use container::LABEL;
+pub use engine::connect as connect_engine;
 pub use env::pass_through;
 pub use output::Stream;
 pub use session::SessionError;
