@@ -1,4 +1,4 @@
-//! The command line: `serve` (the default), `check`, `run`, `policy`.
+//! The command line: `serve` (the default), `check`, `run`, `policy`, `image`.
 //!
 //! Exit codes are shared by every subcommand: 0 success, 1 the policy denied something
 //! (or, for `run --format text`, the snippet's own exit code), 2 a usage error, an
@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod format;
+mod image_cmd;
 mod live;
 mod policy_cmd;
 mod run;
@@ -60,6 +61,9 @@ enum Command {
     /// Show, validate or create policy files.
     #[command(subcommand)]
     Policy(policy_cmd::PolicyCommand),
+    /// Build the sandbox images with their libraries, or see which exist.
+    #[command(subcommand)]
+    Image(image_cmd::ImageCommand),
 }
 
 /// Logs to stderr only (stdout is JSON-RPC in `serve` and the snippet's in `run`),
@@ -122,5 +126,6 @@ pub fn main() -> ExitCode {
         Some(Command::Check(args)) => check::main(args),
         Some(Command::Run(args)) => run::main(args),
         Some(Command::Policy(command)) => policy_cmd::main(command),
+        Some(Command::Image(command)) => image_cmd::main(command),
     }
 }
