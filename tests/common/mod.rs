@@ -216,3 +216,34 @@ pub fn request(
         files: Vec::new(),
     }
 }
+
+/// Whether the library image for `language` exists and was built from this checkout's
+/// definition (`code-sandbox-mcp image build`, which .ci/run runs before the tests).
+/// In CI a missing or stale one is a failure; elsewhere the test skips loudly.
+pub fn library_image_ready(language: code_sandbox_mcp::analysis::Language) -> bool {
+    use code_sandbox_mcp::sandbox::image::build::{
+        built_image, definition_digest, DEFINITION_LABEL,
+    };
+    let image = built_image(language);
+    let output = Command::new("docker")
+        .args(["image", "inspect", "--format"])
+        .arg(format!(
+            "{{{{index .Config.Labels \"{DEFINITION_LABEL}\"}}}}"
+        ))
+        .arg(image)
+        .output()
+        .expect("docker image inspect");
+    let problem = if !output.status.success() {
+        "is missing"
+    } else if text(&output.stdout).trim() != definition_digest(language) {
+        "was built from another definition"
+    } else {
+        return true;
+    };
+    let fix = "build it with `code-sandbox-mcp image build --base code-sandbox-mcp-runtime:trixie`";
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("CI=true and the image {image} {problem} (.ci/run builds it): {fix}");
+    }
+    eprintln!("\n!!!!!!!! SKIPPING: the image {image} {problem}: {fix} !!!!!!!!\n");
+    false
+}
