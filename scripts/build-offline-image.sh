@@ -4,6 +4,11 @@
 # with `docker import`. Idempotent: an existing image is kept unless --force is given.
 #
 #   scripts/build-offline-image.sh [--force] [TAG]
+#
+# This image has the interpreters only. The images with libraries (numpy, pandas…;
+# lodash, d3…) are built on top of it, still offline, with
+#   code-sandbox-mcp image build --base code-sandbox-mcp-runtime:trixie
+# (.ci/run does both).
 set -euo pipefail
 
 force=0

@@ -1,4 +1,4 @@
-//! The command line: `serve` (the default), `check`, `run`, `policy`.
+//! The command line: `serve` (the default), `check`, `run`, `policy`, `image`.
 //!
 //! Exit codes are shared by every subcommand: 0 success, 1 the policy denied something
 //! (or, for `run --format text`, the snippet's own exit code), 2 a usage error, an
@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod format;
+mod image_cmd;
 mod live;
 mod policy_cmd;
 mod run;
@@ -23,9 +24,14 @@ pub const EXIT_USAGE: u8 = 2;
     version,
     about = "Policy-checked, container-isolated code execution for AI agents (MCP over stdio)"
 )]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// With no subcommand, `serve`'s options: `code-sandbox-mcp --policy strict` is
+    /// `code-sandbox-mcp serve --policy strict`, as client configurations write it.
+    #[command(flatten)]
+    serve: serve::ServeArgs,
 }
 
 /// The policy to use; shared by every subcommand.
@@ -60,6 +66,9 @@ enum Command {
     /// Show, validate or create policy files.
     #[command(subcommand)]
     Policy(policy_cmd::PolicyCommand),
+    /// Build the sandbox images with their libraries, or see which exist.
+    #[command(subcommand)]
+    Image(image_cmd::ImageCommand),
 }
 
 /// Logs to stderr only (stdout is JSON-RPC in `serve` and the snippet's in `run`),
@@ -117,10 +126,11 @@ pub fn display_path(path: &std::path::Path) -> String {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        None => serve::main(serve::ServeArgs::default()),
+        None => serve::main(cli.serve),
         Some(Command::Serve(args)) => serve::main(args),
         Some(Command::Check(args)) => check::main(args),
         Some(Command::Run(args)) => run::main(args),
         Some(Command::Policy(command)) => policy_cmd::main(command),
+        Some(Command::Image(command)) => image_cmd::main(command),
     }
 }

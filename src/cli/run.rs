@@ -25,7 +25,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Exit code when the engine could not run the snippet at all.
-const EXIT_ENGINE: u8 = 125;
+pub(super) const EXIT_ENGINE: u8 = 125;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -52,7 +52,7 @@ pub struct RunArgs {
     pub policy: PolicyArg,
 }
 
-fn parse_engine(value: &str) -> Result<EngineKind, String> {
+pub(super) fn parse_engine(value: &str) -> Result<EngineKind, String> {
     match value {
         "docker" => Ok(EngineKind::Docker),
         "podman" => Ok(EngineKind::Podman),

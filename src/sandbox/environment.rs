@@ -169,7 +169,11 @@ impl Environment {
 /// for the packages whose distribution is called otherwise.
 fn same_package(installed: &str, wanted: &str) -> bool {
     let fold = |name: &str| name.to_ascii_lowercase().replace('_', "-");
-    let aliases: &[(&str, &str)] = &[("sklearn", "scikit-learn"), ("pil", "pillow")];
+    let aliases: &[(&str, &str)] = &[
+        ("sklearn", "scikit-learn"),
+        ("pil", "pillow"),
+        ("bs4", "beautifulsoup4"),
+    ];
     let wanted = fold(wanted);
     let wanted = aliases
         .iter()

@@ -14,12 +14,14 @@
 //!   (see `session`) until the session ends.
 //! - `shutdown` removes every container this instance created.
 //!
-//! Below the contract, split by concern: `engine` (sockets, API version), `environment` (what an image offers), `image` (the
-//! check and the pull), `container` (limits → `HostConfig`, labels, creation, removal,
-//! listing), `instance` (ownership, dead-instance sweep), `files` (files handed in), `pool`
-//! (warm interpreters), `outputs` (files and figures back), `exec` (the waiting interpreter; code in, output out, timeout,
-//! OOM), `output` (the capped capture), `session` (named sessions), and `runtime` (all
-//! of it together).
+//! Below the contract, split by concern: `engine` (sockets, API version),
+//! `environment` (what an image offers), `image` (the check and the pull; the
+//! project's library images and their build), `container` (limits → `HostConfig`,
+//! labels, creation, removal, listing), `instance` (ownership, dead-instance sweep),
+//! `files` (files handed in), `outputs` (files and figures back), `pool` (warm
+//! interpreters), `exec` (the waiting interpreter; code in, output out, timeout, OOM),
+//! `output` (the capped capture), `session` (named sessions), and `runtime` (all of it
+//! together).
 
 mod container;
 mod engine;
@@ -28,7 +30,7 @@ pub mod environment;
 mod exec;
 pub mod files;
 pub mod guard;
-mod image;
+pub mod image;
 mod instance;
 mod output;
 pub mod outputs;
@@ -37,6 +39,7 @@ mod runtime;
 mod session;
 
 pub use container::LABEL;
+pub use engine::connect as connect_engine;
 pub use env::pass_through;
 pub use output::Stream;
 pub use session::SessionError;

@@ -1,5 +1,6 @@
-//! The command line as a user runs it: `check`, `run` and `policy` through the real
-//! binary, policy files as projects write them, and what the dependency tree may hold.
+//! The command line as a user runs it: `check`, `run`, `policy` and `image` through the
+//! real binary, policy files as projects write them, and what the dependency tree may
+//! hold.
 //! One test binary for all of it, so the library is linked once.
 
 #[path = "../common/mod.rs"]
@@ -7,5 +8,6 @@ mod common;
 
 mod check;
 mod dependencies;
+mod image;
 mod policy_files;
 mod run;

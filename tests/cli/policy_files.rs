@@ -371,3 +371,21 @@ fn discovery_prefers_flag_then_env_then_nearest_project_file() {
         PolicySource::Preset("default".into())
     );
 }
+
+/// Client configurations start the bare command with serve's flags
+/// (`code-sandbox-mcp --policy strict`): the flags reach `serve`.
+#[test]
+fn the_bare_command_takes_the_serve_flags() {
+    let output = crate::common::binary()
+        .args(["--policy", "stricct"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("did you mean the preset `strict`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("unexpected argument"), "{stderr}");
+    assert_eq!(output.stdout, b"");
+}

@@ -107,24 +107,26 @@ pub fn old_node_image_ready() -> bool {
     })
 }
 
-/// The image with the data-analysis libraries for `language` (`python` or
-/// `javascript`), built once from the offline image by the binary's own `image build`
-/// when it is missing (minutes, the first time; CI builds it before the tests).
-pub fn library_image(language: &str) -> String {
-    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let tag = format!("code-sandbox-mcp-{language}:1");
+/// The library image for `language` (`code-sandbox-mcp image build`), built from the
+/// offline image when it is missing or was built from another definition: minutes the
+/// first time, about a second when it is up to date. CI builds it before the tests.
+pub fn library_image(language: code_sandbox_mcp::analysis::Language) -> &'static str {
+    static BUILT: std::sync::Mutex<Vec<code_sandbox_mcp::analysis::Language>> =
+        std::sync::Mutex::new(Vec::new());
+    let tag = code_sandbox_mcp::sandbox::image::build::built_image(language);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if !built.contains(&tag) {
+    if !built.contains(&language) {
         let output = Command::new(binary_path())
-            .args(["image", "build", "--base", LOCAL_IMAGE, language])
+            .args(["image", "build", "--base", LOCAL_IMAGE, language.name()])
             .output()
             .expect("run code-sandbox-mcp image build");
         assert!(
             output.status.success(),
-            "image build {language} failed: {}",
+            "image build {} failed: {}",
+            language.name(),
             String::from_utf8_lossy(&output.stderr)
         );
-        built.push(tag.clone());
+        built.push(language);
     }
     tag
 }

@@ -171,6 +171,37 @@ fn the_official_python_sdk_drives_both_run_tools_a_denial_a_timeout_cancellation
 }
 
 #[test]
+fn the_official_python_sdk_receives_a_plot_a_file_and_the_environments() {
+    if !common::docker_ready() {
+        return;
+    }
+    let Some(clients) = clients() else { return };
+    let base = common::library_image(code_sandbox_mcp::analysis::Language::Python);
+    let image = TestImage::of(base, "python-sdk-plot", 0);
+    let mut command = Command::new(&clients.python);
+    command
+        .arg(common::root().join("tests/e2e/python_sdk_plot.py"))
+        .arg(common::binary_path())
+        .arg(&image.policy_path);
+    let (ok, stdout, stderr) = run(command);
+    assert!(
+        ok,
+        "the Python SDK client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for scenario in [
+        "ok: image content",
+        "ok: embedded resource",
+        "ok: environments resource",
+    ] {
+        assert!(
+            stdout.contains(scenario),
+            "`{scenario}` missing:\n{stdout}\nstderr:\n{stderr}"
+        );
+    }
+    assert!(image.containers().is_empty(), "{:?}", image.containers());
+}
+
+#[test]
 fn the_fastmcp_readme_example_runs_as_written() {
     if !common::docker_ready() {
         return;

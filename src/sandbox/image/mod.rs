@@ -1,5 +1,8 @@
 //! Images: a policy's image is checked once per instance and pulled when it is missing,
 //! with progress on stderr; one that cannot be had is an error that says how to get it.
+//! The project's own images with libraries, and their build, are in [`build`].
+
+pub mod build;
 
 use super::SandboxError;
 use bollard::query_parameters::CreateImageOptionsBuilder;
@@ -7,7 +10,7 @@ use bollard::Docker;
 use futures_util::StreamExt;
 
 /// Pulls `image`, logging progress to stderr (through tracing) as layers arrive.
-pub async fn pull(docker: &Docker, image: &str) -> Result<(), SandboxError> {
+pub(crate) async fn pull(docker: &Docker, image: &str) -> Result<(), SandboxError> {
     tracing::info!(image, "image not found locally: pulling it");
     let options = CreateImageOptionsBuilder::default()
         .from_image(image)
