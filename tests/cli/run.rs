@@ -263,3 +263,25 @@ fn sigterm_kills_the_run_and_removes_its_container() {
     assert!(text(&output.stderr).contains("interrupted"));
     assert_eq!(ours(), 0, "no container left");
 }
+
+#[test]
+fn files_a_run_writes_are_listed_in_json_and_named_in_text() {
+    require_docker!();
+    let code = b"open('table.csv', 'w').write('a,b\\n1,2\\n')\nprint('done')\n";
+    let output = run(&["-", "--language", "python", "--format", "json"], code);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        json["files"],
+        serde_json::json!([{"path": "table.csv", "size": 8, "mime_type": "text/csv"}]),
+        "{json}"
+    );
+    let output = run(&["-", "--language", "python"], code);
+    assert_eq!(text(&output.stdout), "done\n");
+    assert!(
+        text(&output.stderr)
+            .contains("[file table.csv (8 bytes); set the policy's outputs.export to keep it]"),
+        "{}",
+        text(&output.stderr)
+    );
+}
