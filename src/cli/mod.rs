@@ -49,7 +49,7 @@ impl PolicyArg {
     pub fn load(&self) -> Result<crate::policy::Policy, ExitCode> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
         crate::policy::Policy::discover(self.policy.as_deref(), &cwd).map_err(|e| {
-            eprintln!("error: {e}");
+            print_policy_error(&e);
             ExitCode::from(EXIT_USAGE)
         })
     }
@@ -120,6 +120,13 @@ async fn termination_signal() -> u8 {
 pub fn display_path(path: &std::path::Path) -> String {
     let text = path.to_string_lossy().replace('\\', "/");
     text.strip_prefix("./").map(str::to_string).unwrap_or(text)
+}
+
+/// A policy's errors, one `error:` line each.
+pub fn print_policy_error(error: &crate::policy::PolicyError) {
+    for line in error.to_string().lines() {
+        eprintln!("error: {line}");
+    }
 }
 
 /// Parses the process arguments and runs the chosen subcommand.

@@ -89,7 +89,7 @@ fn validate(files: &[PathBuf]) -> ExitCode {
         match PolicySource::File(file.clone()).load() {
             Ok(policy) => println!("{}: ok ({} rules)", file.display(), policy.rules.len()),
             Err(e) => {
-                eprintln!("error: {e}");
+                super::print_policy_error(&e);
                 failed = true;
             }
         }

@@ -28,10 +28,14 @@ const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(2);
 
 pub fn main(args: ServeArgs) -> ExitCode {
     super::init_logging(true);
-    let policy = match args.policy.load() {
-        Ok(policy) => policy,
-        Err(code) => return code,
-    };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    let policy = crate::policy::Policy::discover(args.policy.policy.as_deref(), &cwd);
+    if let Err(error) = &policy {
+        // Served anyway: see `CodeSandboxServer::with_policy_error`.
+        for line in error.to_string().lines() {
+            tracing::error!("policy: {line}");
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -43,9 +47,17 @@ pub fn main(args: ServeArgs) -> ExitCode {
         }
     };
     let end = runtime.block_on(async {
-        let env = pass_through(&policy.env.pass_through, &args.pass_through_env);
-        tracing::info!(policy = %policy.name, network = policy.network.as_str(), "serving MCP on stdio");
-        let server = CodeSandboxServer::new(policy, env);
+        let server = match policy {
+            Ok(policy) => {
+                let env = pass_through(&policy.env.pass_through, &args.pass_through_env);
+                tracing::info!(policy = %policy.name, network = policy.network.as_str(), "serving MCP on stdio");
+                CodeSandboxServer::new(policy, env)
+            }
+            Err(error) => {
+                tracing::warn!("serving MCP on stdio; every call answers with the policy's errors");
+                CodeSandboxServer::with_policy_error(&error)
+            }
+        };
         let stop = CancellationToken::new();
         let on_signal = stop.clone();
         tokio::spawn(async move {

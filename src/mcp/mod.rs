@@ -48,6 +48,9 @@ pub struct CodeSandboxServer {
     instructions: Arc<str>,
     /// This client's name for the sandbox's sessions: its sessions are its own.
     connection: Arc<str>,
+    /// The policy file's errors, when it has some: every call answers with them, and
+    /// nothing is checked or run (see [`CodeSandboxServer::with_policy_error`]).
+    policy_error: Option<Arc<str>>,
 }
 
 impl CodeSandboxServer {
@@ -92,7 +95,26 @@ impl CodeSandboxServer {
             env_names: env_names.into(),
             instructions: describe::server_instructions(&policy).into(),
             connection: next_connection_id().into(),
+            policy_error: None,
         }
+    }
+
+    /// A server for a policy that could not be loaded. A client shows a server that
+    /// exits at start as "failed to connect", and the agent learns nothing; this one
+    /// starts, and its instructions, its tool descriptions and every call say what is
+    /// wrong with the file (every error, with file, line, column and key), so the agent
+    /// can tell the user. Nothing is checked or run, and no container is made.
+    pub fn with_policy_error(error: &crate::policy::PolicyError) -> CodeSandboxServer {
+        let errors = error.to_string();
+        let fallback = Policy::preset("default").expect("the default preset loads");
+        let mut server = CodeSandboxServer::new(fallback, Vec::new());
+        let message = tools::policy_error_message(&errors);
+        for route in server.tool_router.map.values_mut() {
+            route.attr.description = Some(message.clone().into());
+        }
+        server.instructions = message.into();
+        server.policy_error = Some(errors.into());
+        server
     }
 
     /// The runtime behind the run tools.
@@ -132,6 +154,9 @@ impl ServerHandler for CodeSandboxServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let mut tools = self.tool_router.list_all();
+        if self.policy_error.is_some() {
+            return Ok(ListToolsResult::with_all_items(tools));
+        }
         let environments = resources::environments_now(&self.sandbox).await;
         for tool in &mut tools {
             let Some(language) = Language::from_run_tool(&tool.name) else {
@@ -231,7 +256,12 @@ where
     };
     let warm = {
         let sandbox = sandbox.clone();
-        tokio::spawn(async move { sandbox.warm_up().await })
+        let usable = server.policy_error.is_none();
+        tokio::spawn(async move {
+            if usable {
+                sandbox.warm_up().await
+            }
+        })
     };
     let end = match server
         .serve_with_ct((sanitized(reader), writer), stop.child_token())

@@ -24,7 +24,8 @@ pub fn run_result(result: &RunResult, inline: u64) -> String {
              what is listed below and call the tool again.\n",
             result.policy
         ),
-        RunStatus::InvalidInput
+        RunStatus::PolicyError
+        | RunStatus::InvalidInput
         | RunStatus::EngineError
         | RunStatus::Cancelled
         | RunStatus::ShuttingDown => {
@@ -259,16 +260,45 @@ pub fn file_blocks(result: &RunResult, inline: u64) -> Vec<ContentBlock> {
         .collect()
 }
 
+/// How much of each stream the text carries in full. The structured result has all
+/// that was kept (up to `limits.output`); the text, which many clients hand the model
+/// beside it, carries a long stream's beginning and end only, so a reply never holds the
+/// same large output twice.
+const TEXT_STREAM_SHARE: usize = 8 * 1024;
+
 fn push_stream(text: &mut String, name: &str, content: &str) {
     text.push_str(&format!("\n--- {name} ---\n"));
     if content.is_empty() {
         text.push_str("(empty)\n");
-    } else {
+        return;
+    }
+    if content.len() <= TEXT_STREAM_SHARE {
         text.push_str(content);
-        if !content.ends_with('\n') {
+    } else {
+        let half = TEXT_STREAM_SHARE / 2;
+        let head_end = floor_char_boundary(content, half);
+        let tail_start = floor_char_boundary(content, content.len() - half);
+        text.push_str(&content[..head_end]);
+        if !content[..head_end].ends_with('\n') {
             text.push('\n');
         }
+        text.push_str(&format!(
+            "[… {} bytes not repeated here: the result's structured `{name}` has them …]\n",
+            tail_start - head_end
+        ));
+        text.push_str(&content[tail_start..]);
     }
+    if !content.ends_with('\n') {
+        text.push('\n');
+    }
+}
+
+/// The largest char boundary of `text` at or before `at`.
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    (0..=at.min(text.len()))
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -314,6 +344,19 @@ mod tests {
         result.stderr.clear();
         result.exit_code = Some(1);
         assert!(!run_result(&result, 4096).contains("Nothing was printed"));
+    }
+
+    #[test]
+    fn a_long_stream_is_in_the_text_by_its_ends_only() {
+        let mut result = RunResult::not_run(RunStatus::Completed, Language::Python, "default");
+        result.exit_code = Some(1);
+        result.stdout = format!("first line\n{}last line\n", "é".repeat(20_000));
+        result.stderr = "Traceback: the end\n".into();
+        let text = run_result(&result, 4096);
+        assert!(text.len() < 2 * TEXT_STREAM_SHARE + 1024, "{}", text.len());
+        assert!(text.contains("--- stdout ---\nfirst line\n"), "{text}");
+        assert!(text.contains("last line\n\n--- stderr ---\nTraceback: the end\n"));
+        assert!(text.contains("not repeated here: the result's structured `stdout` has them"));
     }
 
     #[test]

@@ -51,6 +51,9 @@ impl CodeSandboxServer {
     /// End a session and remove its container.
     #[tool(name = "end_session", output_schema = schema_for_output::<EndSessionResult>())]
     async fn end_session(&self, Parameters(args): Parameters<EndSessionArgs>) -> CallToolResult {
+        if let Some(error) = &self.policy_error {
+            return CallToolResult::error(vec![ContentBlock::text(policy_error_message(error))]);
+        }
         let ended = self
             .sandbox
             .end_session(&self.connection, &args.session)
@@ -73,6 +76,9 @@ impl CodeSandboxServer {
     /// Check code against the sandbox policy without running it.
     #[tool(name = "check_code", output_schema = schema_for_output::<CheckResult>())]
     async fn check_code(&self, Parameters(args): Parameters<CheckCodeArgs>) -> CallToolResult {
+        if let Some(error) = &self.policy_error {
+            return CallToolResult::error(vec![ContentBlock::text(policy_error_message(error))]);
+        }
         if let Some(reason) = args.invalid_utf8 {
             return input_error(&reason);
         }
@@ -105,6 +111,9 @@ impl CodeSandboxServer {
             result.message = Some(message);
             result
         };
+        if let Some(error) = &self.policy_error {
+            return not_run(RunStatus::PolicyError, policy_error_message(error));
+        }
         if let Some(reason) = args.invalid_utf8 {
             return not_run(RunStatus::InvalidInput, reason);
         }
@@ -291,6 +300,14 @@ fn tool_result<T: Serialize>(value: &T, text: String, is_error: bool) -> CallToo
             CallToolResult::error(vec![ContentBlock::text(format!("internal error: {error}"))])
         }
     }
+}
+
+/// What every call answers while the policy file has errors.
+pub(super) fn policy_error_message(errors: &str) -> String {
+    format!(
+        "The sandbox's policy file has errors, so nothing can be checked or run until \
+         they are fixed and the MCP server is restarted. Tell the user; the errors are:\n{errors}"
+    )
 }
 
 /// A `check_code` call whose input cannot be checked at all.

@@ -141,6 +141,9 @@ pub enum RunStatus {
     /// The server is stopping and runs nothing more; retrying on this connection is
     /// pointless.
     ShuttingDown,
+    /// The sandbox's policy file has errors (`message` lists them): nothing runs until
+    /// it is fixed and the server restarted.
+    PolicyError,
 }
 
 /// The structured result of `run_python_code` and `run_javascript_code`.

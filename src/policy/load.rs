@@ -46,6 +46,8 @@ pub struct PolicyError {
     pub line: Option<usize>,
     pub column: Option<usize>,
     pub message: String,
+    /// The file's other errors, in order, when there are more (one a line when shown).
+    pub more: Vec<PolicyError>,
 }
 
 impl fmt::Display for PolicyError {
@@ -57,7 +59,11 @@ impl fmt::Display for PolicyError {
                 write!(f, ":{column}")?;
             }
         }
-        write!(f, ": {}", self.message)
+        write!(f, ": {}", self.message)?;
+        for more in &self.more {
+            write!(f, "\n{more}")?;
+        }
+        Ok(())
     }
 }
 
@@ -149,9 +155,9 @@ impl Policy {
 /// Loads `source` and everything it extends; `chain` holds the sources being loaded,
 /// to refuse cycles.
 fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Policy, PolicyError> {
-    let label = source.to_string();
+    let label = label_of(source);
     if chain.contains(source) {
-        let names: Vec<String> = chain.iter().map(|s| s.to_string()).collect();
+        let names: Vec<String> = chain.iter().map(label_of).collect();
         return Err(error(
             &label,
             None,
@@ -206,6 +212,15 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
     merge(&label, &text, dir.as_deref(), base, file)
 }
 
+/// How errors name a source: as results do, never by the absolute host path, which a
+/// server would hand to the model with every call.
+fn label_of(source: &PolicySource) -> String {
+    match source {
+        PolicySource::File(path) => shown_name(path, &std::env::current_dir().unwrap_or_default()),
+        PolicySource::Preset(_) => source.to_string(),
+    }
+}
+
 /// `extends: NAME` is a preset unless it looks like a path; paths are relative to the
 /// file that names them.
 fn parent_source(parent: &str, child: &PolicySource) -> PolicySource {
@@ -244,31 +259,90 @@ pub(super) fn error(file: &str, line: Option<usize>, message: String) -> PolicyE
         line,
         column: None,
         message,
+        more: Vec::new(),
     }
 }
 
 /// Parses YAML into the schema; serde_yaml's errors carry the line, column and key
 /// path, and an unknown key gets the closest valid one suggested.
+///
+/// Every error of the file is reported, not only the first: serde stops at the first,
+/// so the line at fault (with the lines nested under it) is blanked and the file read
+/// again, until it reads or an error has no line to blank. A person fixing the file,
+/// or an agent told what is wrong with it, gets the whole list at once.
 fn parse(label: &str, text: &str) -> Result<PolicyFile, PolicyError> {
+    /// More than any hand-written file has; a bound on the re-reads.
+    const MOST_ERRORS: usize = 20;
     if text.trim().is_empty() {
         return Ok(PolicyFile::default());
     }
-    serde_yaml::from_str::<PolicyFile>(text).map_err(|e| {
-        let location = e.location();
-        let mut message = e.to_string();
-        if let Some(at) = message.rfind(" at line ") {
-            message.truncate(at);
+    let mut errors: Vec<PolicyError> = Vec::new();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut current = text.to_string();
+    loop {
+        let error = match serde_yaml::from_str::<PolicyFile>(&current) {
+            Ok(file) if errors.is_empty() => return Ok(file),
+            Ok(_) => break,
+            Err(error) => parse_error(label, &error),
+        };
+        let line = error.line;
+        if errors
+            .iter()
+            .any(|e| e.line == line && e.message == error.message)
+        {
+            break;
         }
-        if let Some(suggestion) = suggest_key(&message) {
-            message.push_str(&format!("; did you mean `{suggestion}`?"));
+        errors.push(error);
+        match line {
+            Some(line) if errors.len() < MOST_ERRORS && blank_entry(&mut lines, line) => {
+                current = lines.join("\n");
+            }
+            _ => break,
         }
-        PolicyError {
-            file: label.to_string(),
-            line: location.as_ref().map(|l| l.line()),
-            column: location.as_ref().map(|l| l.column()),
-            message,
+    }
+    let mut first = errors.remove(0);
+    first.more = errors;
+    Err(first)
+}
+
+fn parse_error(label: &str, e: &serde_yaml::Error) -> PolicyError {
+    let location = e.location();
+    let mut message = e.to_string();
+    if let Some(at) = message.rfind(" at line ") {
+        message.truncate(at);
+    }
+    if let Some(suggestion) = suggest_key(&message) {
+        message.push_str(&format!("; did you mean `{suggestion}`?"));
+    }
+    PolicyError {
+        file: label.to_string(),
+        line: location.as_ref().map(|l| l.line()),
+        column: location.as_ref().map(|l| l.column()),
+        message,
+        more: Vec::new(),
+    }
+}
+
+/// Blanks line `line` (1-based) and the lines nested under it (more indented), keeping
+/// the line count, so later errors keep their line numbers. False when there is
+/// nothing to blank there (the error would only repeat).
+fn blank_entry(lines: &mut [String], line: usize) -> bool {
+    let Some(at) = line.checked_sub(1).filter(|&at| at < lines.len()) else {
+        return false;
+    };
+    if lines[at].trim().is_empty() {
+        return false;
+    }
+    let indent = |text: &str| text.len() - text.trim_start_matches([' ', '-']).len();
+    let own = indent(&lines[at]);
+    lines[at].clear();
+    for next in lines[at + 1..].iter_mut() {
+        if !next.trim().is_empty() && indent(next) <= own {
+            break;
         }
-    })
+        next.clear();
+    }
+    true
 }
 
 /// From "unknown field `limts`, expected one of `a`, `b`", the valid key nearest to the typo.
@@ -505,6 +579,7 @@ fn merge(
                 line: at.as_ref().map(|at| at.line()),
                 column: at.as_ref().map(|at| at.column()),
                 message: format!("rules[{index}].id: rule `{}` is listed twice", rule.id),
+                more: Vec::new(),
             });
         }
     }
@@ -588,6 +663,7 @@ fn merge_rule(
         line,
         column,
         message: format!("rules[{index}].id: {message}"),
+        more: Vec::new(),
     };
     let nearest = rules
         .iter()

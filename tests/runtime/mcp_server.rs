@@ -563,6 +563,61 @@ async fn the_binary_starts_and_answers_while_the_daemon_is_down() {
 }
 
 #[tokio::test]
+async fn a_bad_policy_file_is_served_and_every_call_says_what_is_wrong() {
+    let dir = common::scratch("bad-policy-serve");
+    let policy = dir.join(".code-sandbox.yaml");
+    std::fs::write(
+        &policy,
+        "version: 1\nlimits:\n  memory: 512MB\n  timeout: 30 s\nnetwork: host\n",
+    )
+    .unwrap();
+    let mut child = spawn_binary(&policy, &[]);
+    let mut client = process_client(&mut child);
+    let info = client.initialize().await;
+    let instructions = info["instructions"].as_str().unwrap_or_default();
+    // All three errors, each with its line, column and key; never the absolute path.
+    for error in [
+        ".code-sandbox.yaml:3:11: limits.memory",
+        ".code-sandbox.yaml:4:12: limits.timeout",
+        ".code-sandbox.yaml:5:10: network",
+    ] {
+        assert!(instructions.contains(error), "{error} in {instructions}");
+    }
+    assert!(
+        !instructions.contains(dir.to_str().unwrap()),
+        "{instructions}"
+    );
+    let tools = client.request("tools/list", json!({})).await;
+    for tool in tools["result"]["tools"].as_array().unwrap() {
+        let description = tool["description"].as_str().unwrap();
+        assert!(description.contains("limits.memory"), "{tool}");
+    }
+    let run = client
+        .call_tool("run_python_code", json!({"code": "print(1)"}))
+        .await;
+    assert!(is_error(&run), "{run}");
+    assert_eq!(structured(&run)["status"], "policy_error", "{run}");
+    assert!(
+        text_of(&run).contains("network: unknown variant `host`"),
+        "{run}"
+    );
+    for (tool, arguments) in [
+        (
+            "check_code",
+            json!({"code": "print(1)", "language": "python"}),
+        ),
+        ("end_session", json!({"session": "s"})),
+    ] {
+        let result = client.call_tool(tool, arguments).await;
+        assert!(is_error(&result), "{result}");
+        assert!(text_of(&result).contains("limits.timeout"), "{result}");
+    }
+    client.close_input().await;
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "exit status {status}");
+}
+
+#[tokio::test]
 async fn sigterm_removes_every_container_and_exits_zero_with_only_json_rpc_on_stdout() {
     if !common::docker_ready() {
         return;
@@ -759,4 +814,48 @@ async fn files_handed_in_are_in_the_working_directory_and_bad_paths_are_refused(
         .wait_for_containers(|now| now.is_empty())
         .await
         .is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdout_flood_keeps_the_traceback_and_the_reply_stays_small() {
+    if !common::docker_ready() {
+        return;
+    }
+    // The default cap (the test policy extends `default`).
+    let cap = Policy::preset("default").unwrap().limits.output.bytes() as usize;
+    assert!(cap <= 64 << 10, "a default cap sized for a model's context");
+    let mut server = InProcess::start(&common::local_image_policy(), Vec::new()).await;
+    let id = server
+        .client
+        .start_request(
+            "tools/call",
+            json!({"name": "run_python_code", "arguments": {"code":
+                "for i in range(200_000):\n    print('row', i)\nraise ValueError('the real error')\n"}}),
+        )
+        .await;
+    let response = server.client.response(id).await;
+    let reply = response.to_string().len();
+    assert!(reply < 2 * cap + 8 * 1024, "a reply of {reply} bytes");
+    let result = &response["result"];
+    let structured = structured(result);
+    assert_eq!(structured["exit_code"], 1);
+    assert_eq!(structured["truncated"], true);
+    let stderr = structured["stderr"].as_str().unwrap();
+    assert!(
+        stderr.trim_end().ends_with("ValueError: the real error"),
+        "{stderr}"
+    );
+    assert!(structured["stdout"]
+        .as_str()
+        .unwrap()
+        .starts_with("row 0\nrow 1\n"));
+    assert!(structured["stdout"]
+        .as_str()
+        .unwrap()
+        .ends_with("row 199999\n"));
+    // The text has the ends of stdout and the whole traceback.
+    let text = text_of(result);
+    assert!(text.contains("row 199999\n"), "{}", &text[..200]);
+    assert!(text.contains("ValueError: the real error"));
+    server.close().await;
 }
