@@ -28,6 +28,14 @@ const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(2);
 
 pub fn main(args: ServeArgs) -> ExitCode {
     super::init_logging(true);
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        // Someone typed the command to try it: say what it is waiting for.
+        eprintln!(
+            "code-sandbox-mcp is an MCP server: it now waits for JSON-RPC messages on stdin. \
+             Start it from an MCP client (see the README's client configurations), or try \
+             `code-sandbox-mcp check FILE` or `code-sandbox-mcp run FILE` here. Ctrl-C stops it."
+        );
+    }
     let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
     let policy = crate::policy::Policy::discover(args.policy.policy.as_deref(), &cwd);
     if let Err(error) = &policy {

@@ -201,10 +201,102 @@ impl CompiledMatcher {
             FactKind::PathLiteral { op, path } => {
                 let allowed = self.paths_outside.as_ref()?;
                 (path_is_absolute(path) && !allowed.iter().any(|dir| path_is_under(path, dir)))
-                    .then(|| format!("`{op}` on `{path}`"))
+                    .then(|| format!("`{op}` {} `{path}`", path_access(op)))
             }
             FactKind::Unparseable { reason } => self.unparseable.then(|| reason.clone()),
         }
+    }
+}
+
+/// Whether a filesystem call reads or writes its path, for the finding's words: a read
+/// outside the sandbox sees the container's own files, a write there fails, and a
+/// finding that called a read a write would send a model after the wrong fix.
+fn path_access(op: &str) -> &'static str {
+    const WRITES: &[&str] = &[
+        "write_text",
+        "write_bytes",
+        "mkdir",
+        "makedirs",
+        "remove",
+        "unlink",
+        "rmdir",
+        "removedirs",
+        "rmtree",
+        "rename",
+        "renames",
+        "replace",
+        "touch",
+        "chmod",
+        "chown",
+        "symlink",
+        "symlink_to",
+        "link",
+        "hardlink_to",
+        "copy",
+        "copy2",
+        "copyfile",
+        "copytree",
+        "move",
+        "truncate",
+        "mkfifo",
+        "mknod",
+        "utime",
+        "writeFile",
+        "writeFileSync",
+        "appendFile",
+        "appendFileSync",
+        "mkdirSync",
+        "rm",
+        "rmSync",
+        "rmdirSync",
+        "unlinkSync",
+        "renameSync",
+        "copyFile",
+        "copyFileSync",
+        "cp",
+        "cpSync",
+        "symlinkSync",
+        "linkSync",
+        "truncateSync",
+        "chmodSync",
+        "chownSync",
+        "utimes",
+        "utimesSync",
+        "createWriteStream",
+        "mkdtemp",
+        "mkdtempSync",
+    ];
+    if let Some(mode) = op.split_once("(mode='").map(|(_, mode)| mode) {
+        return if mode.contains(['w', 'a', 'x', '+']) {
+            "writes"
+        } else {
+            "reads"
+        };
+    }
+    let name = op.rsplit(['.', '/']).next().unwrap_or(op);
+    if WRITES.contains(&name) {
+        "writes"
+    } else if name.starts_with("open")
+        || name.starts_with("read")
+        || name.contains("Read")
+        || name.contains("glob")
+        || name.contains("stat")
+        || matches!(
+            name,
+            "listdir"
+                | "scandir"
+                | "walk"
+                | "exists"
+                | "isfile"
+                | "isdir"
+                | "iterdir"
+                | "access"
+                | "existsSync"
+        )
+    {
+        "reads"
+    } else {
+        "uses"
     }
 }
 

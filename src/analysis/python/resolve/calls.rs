@@ -300,12 +300,29 @@ impl Walker<'_> {
                 }
             }
         }
+        // `open(p, 'w')` writes where `open(p)` reads: the mode goes with the op, so
+        // that a finding can say which.
+        let mode = matches!(op, "open" | "io.open" | "codecs.open")
+            .then(|| {
+                call.args.get(1).or_else(|| {
+                    call.keywords
+                        .iter()
+                        .find(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "mode"))
+                        .map(|k| &k.value)
+                })
+            })
+            .flatten()
+            .and_then(|mode| fold_str(&*self, mode));
+        let op = match mode {
+            Some(mode) => format!("{op}(mode='{mode}')"),
+            None => op.to_string(),
+        };
         for arg in found {
             if let Some(path) = fold_str(&*self, arg) {
                 self.fact(
                     arg.range(),
                     FactKind::PathLiteral {
-                        op: op.to_string(),
+                        op: op.clone(),
                         path,
                     },
                 );
