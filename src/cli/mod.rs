@@ -72,12 +72,25 @@ enum Command {
 }
 
 /// Logs to stderr only (stdout is JSON-RPC in `serve` and the snippet's in `run`),
-/// filtered by `RUST_LOG` (default: info for this crate, warnings for the rest), without
+/// filtered by `RUST_LOG` (default: info for this crate, debug with `VERBOSE=1`,
+/// warnings for the rest), without
 /// colours: clients show the stream in their own log views. `run` leaves out the time,
 /// so the few lines a user sees read like the snippet's own stderr.
 fn init_logging(with_time: bool) {
+    // `VERBOSE=1` (the original code-sandbox-mcp's switch) is debug for this crate.
+    let verbose = std::env::var("VERBOSE").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    });
+    let default = if verbose {
+        "warn,code_sandbox_mcp=debug"
+    } else {
+        "warn,code_sandbox_mcp=info"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,code_sandbox_mcp=info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -146,9 +146,13 @@ impl Policy {
         PolicySource::Preset(name.to_string()).load()
     }
 
-    /// The policy for a process started in `cwd` with an optional `--policy` value.
+    /// The policy for a process started in `cwd` with an optional `--policy` value,
+    /// with the original code-sandbox-mcp's variables (`BACKEND`, `CONTAINER_IMAGE`)
+    /// applied over it.
     pub fn discover(explicit: Option<&str>, cwd: &Path) -> Result<Policy, PolicyError> {
-        PolicySource::discover(explicit, cwd).load()
+        let mut policy = PolicySource::discover(explicit, cwd).load()?;
+        super::overrides::apply(&mut policy, &|name| std::env::var(name).ok())?;
+        Ok(policy)
     }
 }
 

@@ -5,6 +5,7 @@ mod engine;
 mod glob;
 mod host_paths;
 mod load;
+mod overrides;
 mod schema;
 mod units;
 

@@ -541,12 +541,20 @@ mod checked {
         })
     }
 
+    /// Above 0, and no more than this machine has: the engine would refuse every run
+    /// of a container asking for more, so the policy is refused once, here, instead.
     pub fn cpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
         check(d, |cpus: &f64| {
-            if *cpus > 0.0 && *cpus <= 1024.0 {
-                Ok(())
-            } else {
+            let cores = std::thread::available_parallelism().map_or(1024, |n| n.get());
+            if cpus.is_nan() || *cpus <= 0.0 {
                 Err(format!("must be a number of cores above 0, got {cpus}"))
+            } else if *cpus > cores as f64 {
+                Err(format!(
+                    "{cpus} cores asked, and this machine has {cores}: the engine would refuse \
+                     every run; use at most {cores}"
+                ))
+            } else {
+                Ok(())
             }
         })
     }

@@ -229,6 +229,7 @@ fn errors_name_file_line_column_and_key() {
         ("rules:\n  - id: x\n    category: c\n    message: m\n    python: { dynamic: [magic] }\n", "dyn.yaml:5:", &["unknown dynamic kind `magic`"]),
         ("version: 2\n", "version.yaml:1", &["unsupported version 2"]),
         ("limits:\n  cpus: 0\n", "cpus.yaml:2", &["cpus", "above 0"]),
+        ("limits:\n  cpus: 4096\n", "manycpus.yaml:2:9", &["limits.cpus", "4096 cores asked, and this machine has", "use at most"]),
         ("env:\n  pass_through: [\"MY KEY\"]\n", "env.yaml:2", &["not an environment variable name"]),
         ("rules:\n  - id: network\n    action: off\n  - id: network\n    action: warn\n", "dup.yaml:4", &["listed twice"]),
         ("limits: [1, 2\n", "syntax.yaml:", &[]),

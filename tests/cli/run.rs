@@ -285,3 +285,86 @@ fn files_a_run_writes_are_listed_in_json_and_named_in_text() {
         text(&output.stderr)
     );
 }
+
+/// A user the engine's socket refuses is told so, and how to fix it, rather than to
+/// start an engine that is running.
+#[test]
+fn a_socket_that_refuses_the_user_says_permission_and_the_fix() {
+    require_docker!();
+    let root = Command::new("id").arg("-u").output().unwrap();
+    if text(&root.stdout).trim() != "0" {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI runs as root, which this test needs"
+        );
+        eprintln!("\n!!!!!!!! SKIPPING: switching to an unprivileged user needs root !!!!!!!!\n");
+        return;
+    }
+    let mut command = Command::new("setpriv");
+    command
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(common::binary_path())
+        .env_remove("DOCKER_HOST")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env("HOME", "/nonexistent");
+    let output = run_with(command, &["-", "--language", "python"], b"print(1)\n");
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("unix:///var/run/docker.sock (docker): permission denied"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("usermod -aG docker"), "{stderr}");
+    assert!(!stderr.contains("systemctl start docker"), "{stderr}");
+}
+
+/// The original code-sandbox-mcp's variables, as its users' client configurations set
+/// them, take effect over the policy.
+#[test]
+fn the_original_servers_variables_take_effect() {
+    require_docker!();
+    let code = b"import sys\nprint(sys.version_info[:2] >= (3, 13))\n";
+    // CONTAINER_IMAGE: the image for the run (the default policy would choose another).
+    let mut command = binary();
+    command
+        .args(["run", "-", "--language", "python", "--policy", "default"])
+        .env("CONTAINER_IMAGE", common::LOCAL_IMAGE)
+        .env("VERBOSE", "1");
+    let output = common::spawn_with_input(command, code)
+        .wait_with_output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(text(&output.stdout), "True\n", "{stderr}");
+    // VERBOSE: debug lines on stderr, naming the image used.
+    assert!(stderr.contains("DEBUG"), "{stderr}");
+    assert!(stderr.contains(common::LOCAL_IMAGE), "{stderr}");
+
+    // BACKEND=podman: only Podman's sockets are tried (none here).
+    let mut command = binary();
+    command
+        .args(["run", "-", "--language", "python", "--policy", "default"])
+        .env("BACKEND", "podman")
+        .env_remove("CONTAINER_HOST");
+    let output = common::spawn_with_input(command, code)
+        .wait_with_output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("engine: podman"), "{stderr}");
+    assert!(!stderr.contains("docker.sock"), "{stderr}");
+
+    let mut command = binary();
+    command
+        .args(["run", "-", "--language", "python"])
+        .env("BACKEND", "lxc");
+    let output = common::spawn_with_input(command, code)
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("$BACKEND: `lxc` is not a container engine"),
+        "{}",
+        text(&output.stderr)
+    );
+}
