@@ -14,7 +14,7 @@ mod sanitize;
 mod tools;
 mod types;
 
-pub use sanitize::sanitized;
+pub use sanitize::stdio_lines;
 pub use types::{CheckCodeArgs, CheckResult, RunCodeArgs, RunResult, RunStatus};
 
 use crate::analysis::Language;
@@ -216,6 +216,9 @@ fn next_connection_id() -> String {
     )
 }
 
+/// How long the last messages may take to reach the client at the end.
+const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How a [`serve`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServeEnd {
@@ -263,8 +266,9 @@ where
             }
         })
     };
+    let (reader, writer, written) = stdio_lines(reader, writer);
     let end = match server
-        .serve_with_ct((sanitized(reader), writer), stop.child_token())
+        .serve_with_ct((reader, writer), stop.child_token())
         .await
     {
         Ok(running) => match running.waiting().await {
@@ -292,6 +296,10 @@ where
     };
     server_stop.cancel();
     forward_stop.abort();
+    // The last answers reach the client before anything else winds down.
+    if tokio::time::timeout(OUTPUT_DRAIN, written).await.is_err() {
+        tracing::warn!("the last messages could not all be written out");
+    }
     // `shutdown` also removes what a warm-up still in progress is creating, and no
     // container is made after it; the warm-up task is then of no further use.
     sandbox.shutdown().await;

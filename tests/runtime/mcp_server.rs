@@ -859,3 +859,23 @@ async fn a_stdout_flood_keeps_the_traceback_and_the_reply_stays_small() {
     assert!(text.contains("ValueError: the real error"));
     server.close().await;
 }
+
+#[tokio::test]
+async fn a_line_that_is_not_json_gets_a_parse_error_and_the_session_goes_on() {
+    let mut server = InProcess::start(&common::local_image_policy(), Vec::new()).await;
+    server.client.send_line("this is not json").await;
+    let answer = server.client.next_message().await.expect("an answer");
+    assert_eq!(answer["jsonrpc"], "2.0", "{answer}");
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    assert!(
+        answer["error"]["message"].as_str().unwrap().starts_with("Parse error"),
+        "{answer}"
+    );
+    let checked = server
+        .client
+        .call_tool("check_code", json!({"code": "print(1)", "language": "python"}))
+        .await;
+    assert_eq!(structured(&checked)["allowed"], true, "{checked}");
+    server.close().await;
+}
