@@ -1,10 +1,11 @@
-//! The command line: `serve` (the default), `check`, `run`, `policy`, `image`.
+//! The command line: `serve` (the default), `check`, `run`, `policy`, `image`, `cleanup`.
 //!
 //! Exit codes are shared by every subcommand: 0 success, 1 the policy denied something
 //! (or, for `run --format text`, the snippet's own exit code), 2 a usage error, an
 //! unreadable input or a bad policy.
 
 pub mod check;
+mod cleanup;
 pub mod format;
 mod image_cmd;
 mod live;
@@ -69,6 +70,9 @@ enum Command {
     /// Build the sandbox images with their libraries, or see which exist.
     #[command(subcommand)]
     Image(image_cmd::ImageCommand),
+    /// Remove the containers and volumes that code-sandbox-mcp processes which are gone
+    /// left behind.
+    Cleanup(cleanup::CleanupArgs),
 }
 
 /// Logs to stderr only (stdout is JSON-RPC in `serve` and the snippet's in `run`),
@@ -152,5 +156,6 @@ pub fn main() -> ExitCode {
         Some(Command::Run(args)) => run::main(args),
         Some(Command::Policy(command)) => policy_cmd::main(command),
         Some(Command::Image(command)) => image_cmd::main(command),
+        Some(Command::Cleanup(args)) => cleanup::main(args),
     }
 }

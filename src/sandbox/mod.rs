@@ -240,6 +240,12 @@ impl Sandbox {
         self.runtime.end_session(owner, name).await
     }
 
+    /// Removes the containers and volumes of code-sandbox-mcp processes that are gone
+    /// (each instance also does it when it first connects); returns how many of each.
+    pub async fn cleanup(&self) -> Result<(usize, usize), SandboxError> {
+        self.runtime.cleanup().await
+    }
+
     /// Removes every container this instance created (warm, running or being created)
     /// and refuses further runs. Safe to call more than once.
     pub async fn shutdown(&self) {

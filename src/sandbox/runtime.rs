@@ -111,7 +111,9 @@ impl Runtime {
         if !self.swept.swap(true, Ordering::SeqCst) {
             let runtime = self.clone();
             let docker = docker.clone();
-            tokio::spawn(async move { runtime.sweep_dead_instances(&docker).await });
+            tokio::spawn(async move {
+                runtime.sweep_dead_instances(&docker).await;
+            });
         }
         Ok(docker)
     }
@@ -681,32 +683,44 @@ impl Runtime {
     }
 
     /// Removes containers whose owning process (by their labels) is gone from this host.
-    async fn sweep_dead_instances(&self, docker: &Docker) {
+    /// Returns how many containers and volumes it removed.
+    async fn sweep_dead_instances(&self, docker: &Docker) -> (usize, usize) {
         let stale: Vec<String> = container::list_labelled(docker, LABEL)
             .await
             .into_iter()
             .filter(|(_, labels, age)| self.instance.owner_is_gone(labels, *age))
             .map(|(id, _, _)| id)
             .collect();
-        if stale.is_empty() {
-            self.sweep_dead_volumes(docker).await;
-            return;
+        if !stale.is_empty() {
+            tracing::info!(
+                count = stale.len(),
+                "removing sandbox containers left by processes that are gone"
+            );
+            futures_util::future::join_all(stale.iter().map(|id| container::remove(docker, id)))
+                .await;
         }
-        tracing::info!(
-            count = stale.len(),
-            "removing sandbox containers left by processes that are gone"
-        );
-        futures_util::future::join_all(stale.iter().map(|id| container::remove(docker, id))).await;
-        self.sweep_dead_volumes(docker).await;
+        (stale.len(), self.sweep_dead_volumes(docker).await)
     }
 
-    /// Removes the guard volumes of processes that are gone (after their containers).
-    async fn sweep_dead_volumes(&self, docker: &Docker) {
+    /// Removes the guard volumes of processes that are gone (after their containers);
+    /// returns how many.
+    async fn sweep_dead_volumes(&self, docker: &Docker) -> usize {
+        let mut removed = 0;
         for (name, labels) in container::list_volumes_labelled(docker, LABEL).await {
             if self.instance.owner_is_gone(&labels, None) {
                 container::remove_volume(docker, &name).await;
+                removed += 1;
             }
         }
+        removed
+    }
+
+    /// What `code-sandbox-mcp cleanup` does: the sweep every instance makes when it
+    /// first connects, on its own, with what it removed (containers, volumes).
+    pub async fn cleanup(self: &Arc<Self>) -> Result<(usize, usize), SandboxError> {
+        self.swept.store(true, Ordering::SeqCst);
+        let docker = self.docker().await?;
+        Ok(self.sweep_dead_instances(&docker).await)
     }
 
     fn live_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {

@@ -869,13 +869,67 @@ async fn a_line_that_is_not_json_gets_a_parse_error_and_the_session_goes_on() {
     assert_eq!(answer["id"], Value::Null, "{answer}");
     assert_eq!(answer["error"]["code"], -32700, "{answer}");
     assert!(
-        answer["error"]["message"].as_str().unwrap().starts_with("Parse error"),
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Parse error"),
         "{answer}"
     );
     let checked = server
         .client
-        .call_tool("check_code", json!({"code": "print(1)", "language": "python"}))
+        .call_tool(
+            "check_code",
+            json!({"code": "print(1)", "language": "python"}),
+        )
         .await;
     assert_eq!(structured(&checked)["allowed"], true, "{checked}");
     server.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_removes_what_a_killed_server_left_and_nothing_of_a_live_one() {
+    if !common::docker_ready() {
+        return;
+    }
+    let killed = TestImage::new("cleanup-killed", 2);
+    let live = TestImage::new("cleanup-live", 1);
+    let mut victim = spawn_binary(&killed.policy_path, &[]);
+    let mut survivor = spawn_binary(&live.policy_path, &[]);
+    let mut victim_client = process_client(&mut victim);
+    let mut survivor_client = process_client(&mut survivor);
+    victim_client.initialize().await;
+    survivor_client.initialize().await;
+    let left = killed.wait_for_containers(|now| now.len() >= 2).await;
+    assert!(left.len() >= 2, "the pool filled: {left:?}");
+    live.wait_for_containers(|now| !now.is_empty()).await;
+    // SIGKILL: no chance to remove anything.
+    victim.kill().await.unwrap();
+    assert_eq!(killed.containers().len(), left.len());
+
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_code-sandbox-mcp"))
+        .args(["cleanup", "--policy"])
+        .arg(&killed.policy_path)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let removed: usize = stdout
+        .strip_prefix("removed ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(removed >= left.len(), "{stdout}");
+    assert!(killed.containers().is_empty(), "{:?}", killed.containers());
+    // The live server's warm container is its own business.
+    assert!(
+        !live.containers().is_empty(),
+        "a live server's container was removed"
+    );
+    survivor_client.close_input().await;
+    assert!(survivor.wait().await.unwrap().success());
 }
