@@ -23,6 +23,8 @@ struct Clients {
     python: PathBuf,
     /// The Inspector's launcher (`mcp-inspector`).
     inspector: PathBuf,
+    /// maturin, which builds the wheel.
+    maturin: PathBuf,
 }
 
 fn clients_dir() -> PathBuf {
@@ -36,6 +38,7 @@ fn installed() -> Option<Clients> {
     let clients = Clients {
         python: dir.join("venv/bin/python"),
         inspector: dir.join("node/node_modules/.bin/mcp-inspector"),
+        maturin: dir.join("venv/bin/maturin"),
     };
     let python_ok = Command::new(&clients.python)
         .args(["-c", "import mcp, fastmcp"])
@@ -43,7 +46,7 @@ fn installed() -> Option<Clients> {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    (python_ok && clients.inspector.exists()).then_some(clients)
+    (python_ok && clients.inspector.exists() && clients.maturin.exists()).then_some(clients)
 }
 
 /// The installed clients, installing them once per test process if needed; `None`
@@ -198,6 +201,98 @@ fn the_official_python_sdk_receives_a_plot_a_file_and_the_environments() {
             "`{scenario}` missing:\n{stdout}\nstderr:\n{stderr}"
         );
     }
+    assert!(image.containers().is_empty(), "{:?}", image.containers());
+}
+
+/// The wheel in target/wheels (maturin's bin bindings): .ci/run builds it before the
+/// tests, so that no build swaps the binary under the tests running meanwhile;
+/// elsewhere a missing one is built here.
+fn wheel(clients: &Clients) -> PathBuf {
+    let dir = common::root().join("target/wheels");
+    let find = || {
+        std::fs::read_dir(&dir).ok().and_then(|entries| {
+            entries
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .find(|path| {
+                    path.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|name| {
+                            name.starts_with(&format!(
+                                "code_sandbox_mcp-{}-",
+                                env!("CARGO_PKG_VERSION")
+                            )) && name.ends_with(".whl")
+                        })
+                })
+        })
+    };
+    if let Some(wheel) = find() {
+        return wheel;
+    }
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "CI=true and no wheel in target/wheels: .ci/run builds it before the tests"
+    );
+    let output = Command::new(&clients.maturin)
+        .args(["build", "--profile", "dev", "--out"])
+        .arg(&dir)
+        .current_dir(common::root())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "maturin build: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    find().expect("the wheel maturin built")
+}
+
+#[test]
+fn the_wheel_installs_a_command_that_the_python_sdk_drives() {
+    if !common::docker_ready() {
+        return;
+    }
+    let Some(clients) = clients() else { return };
+    let wheel = wheel(clients);
+    // A fresh venv, the wheel alone (no index): what `pip install code-sandbox-mcp` does.
+    let venv = tempdir("wheel-venv");
+    let created = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    let installed = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--no-index", "--no-deps"])
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    assert!(
+        installed.status.success(),
+        "pip install: {}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    let command = venv.join("bin/code-sandbox-mcp");
+    let version = Command::new(&command).arg("--version").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        format!("code-sandbox-mcp {}", env!("CARGO_PKG_VERSION"))
+    );
+    // The whole SDK scenario, against the installed command.
+    let image = TestImage::new("wheel", 0);
+    let mut client = Command::new(&clients.python);
+    client
+        .arg(common::root().join("tests/e2e/python_sdk_client.py"))
+        .arg(&command)
+        .arg(&image.policy_path)
+        .arg(&image.tag);
+    let (ok, stdout, stderr) = run(client);
+    let _ = std::fs::remove_dir_all(&venv);
+    assert!(
+        ok,
+        "the SDK client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("ok: session closed"), "{stdout}");
     assert!(image.containers().is_empty(), "{:?}", image.containers());
 }
 
