@@ -933,3 +933,102 @@ async fn cleanup_removes_what_a_killed_server_left_and_nothing_of_a_live_one() {
     survivor_client.close_input().await;
     assert!(survivor.wait().await.unwrap().success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_absolute_host_path_reaches_a_description_or_a_result() {
+    if !common::docker_ready() {
+        return;
+    }
+    // A policy outside the working directory, as Claude Desktop users name theirs.
+    let image = TestImage::new("privacy", 0);
+    let dir = image.policy_path.parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let text = std::fs::read_to_string(&image.policy_path).unwrap();
+    std::fs::write(
+        &image.policy_path,
+        format!("{text}mounts:\n  - {{ source: data, target: /data }}\noutputs:\n  export: {{ path: out }}\n"),
+    )
+    .unwrap();
+    let hidden = dir.to_str().unwrap().to_string();
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let mut seen = Vec::new();
+    seen.push(server.client.request("tools/list", json!({})).await);
+    seen.push(
+        server
+            .client
+            .call_tool("run_python_code", json!({"code": "open('r.txt', 'w').write('x')\nprint(open('/etc/hostname').read())"}))
+            .await,
+    );
+    seen.push(
+        server
+            .client
+            .call_tool(
+                "run_python_code",
+                json!({"code": "import os\nos.system('id')"}),
+            )
+            .await,
+    );
+    seen.push(
+        server
+            .client
+            .call_tool(
+                "check_code",
+                json!({"code": "open('/x/y')", "language": "python"}),
+            )
+            .await,
+    );
+    for uri in ["sandbox://policy", "sandbox://environments"] {
+        seen.push(
+            server
+                .client
+                .request("resources/read", json!({"uri": uri}))
+                .await,
+        );
+    }
+    assert_eq!(
+        structured(&seen[1])["files"][0]["exported_to"],
+        "out/r.txt",
+        "{}",
+        seen[1]
+    );
+    for message in &seen {
+        let text = message.to_string();
+        assert!(!text.contains(&hidden), "{hidden} in {text}");
+    }
+    assert_eq!(structured(&seen[1])["policy"], "policy.yaml");
+    server.close().await;
+}
+
+#[test]
+fn started_in_a_terminal_the_server_says_what_it_waits_for() {
+    // `script` gives the server a terminal as its stdin; our stdin's end (null) ends it.
+    let command = format!(
+        "{} --policy {}",
+        env!("CARGO_BIN_EXE_code-sandbox-mcp"),
+        common::local_image_policy().display()
+    );
+    let output = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run script(1)");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("code-sandbox-mcp is an MCP server: it now waits for JSON-RPC messages"),
+        "{text}"
+    );
+    // Not in a terminal (every other test), nothing of the kind is said.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_code-sandbox-mcp"))
+        .args(["--policy", "default"])
+        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    child.wait().unwrap();
+    assert!(!stderr.contains("waits for JSON-RPC"), "{stderr}");
+}
