@@ -20,15 +20,9 @@ pub fn main(args: CleanupArgs) -> ExitCode {
         Ok(policy) => policy,
         Err(code) => return code,
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::async_runtime(false) {
         Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async {
         let sandbox = Sandbox::new(std::sync::Arc::new(policy));

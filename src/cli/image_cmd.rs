@@ -90,15 +90,9 @@ pub fn main(command: ImageCommand) -> ExitCode {
         Ok(kind) => kind,
         Err(code) => return code,
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::async_runtime(false) {
         Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async {
         let docker = match connect_engine(kind).await {

@@ -139,6 +139,20 @@ pub fn display_path(path: &std::path::Path) -> String {
     text.strip_prefix("./").map(str::to_string).unwrap_or(text)
 }
 
+/// The async runtime a command runs on; when it cannot start, the error is printed
+/// and the exit code to return is given instead.
+fn async_runtime(multi_thread: bool) -> Result<tokio::runtime::Runtime, ExitCode> {
+    let mut builder = if multi_thread {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder.enable_all().build().map_err(|error| {
+        eprintln!("error: cannot start the async runtime: {error}");
+        ExitCode::FAILURE
+    })
+}
+
 /// A policy's errors, one `error:` line each.
 pub fn print_policy_error(error: &crate::policy::PolicyError) {
     for line in error.to_string().lines() {

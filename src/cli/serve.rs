@@ -44,15 +44,9 @@ pub fn main(args: ServeArgs) -> ExitCode {
             tracing::error!("policy: {line}");
         }
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::async_runtime(true) {
         Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let end = runtime.block_on(async {
         let server = match policy {

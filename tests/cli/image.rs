@@ -54,8 +54,8 @@ fn packages(image: &str) -> Vec<String> {
 }
 
 /// Runs `code` as a file called `name` with a policy that is the default one but for
-/// its images, which are the library images.
-fn run_in_library_image(name: &str, code: &str) -> Output {
+/// its images, which are the library images; returns its stdout, once it exited 0.
+fn run_in_library_image(name: &str, code: &str) -> String {
     let policy = common::scratch_file(
         &format!("library-images-for-{name}.yaml"),
         format!(
@@ -66,13 +66,21 @@ fn run_in_library_image(name: &str, code: &str) -> Output {
         .as_bytes(),
     );
     let file = common::scratch_file(name, code.as_bytes());
-    binary()
+    let output = binary()
         .arg("run")
         .arg(&file)
         .arg("--policy")
         .arg(&policy)
         .output()
-        .unwrap()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout: {}\nstderr: {}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    text(&output.stdout)
 }
 
 #[test]
@@ -193,15 +201,8 @@ fn the_python_image_imports_every_package_it_lists() {
          print('plot', os.path.getsize('plot.png') > 0)\n\
          print('user', os.getuid())\n",
     );
-    let output = run_in_library_image("imports.py", &code);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "stdout: {}\nstderr: {}",
-        text(&output.stdout),
-        text(&output.stderr)
-    );
-    assert_eq!(text(&output.stdout), "imported\nplot True\nuser 65534\n");
+    let stdout = run_in_library_image("imports.py", &code);
+    assert_eq!(stdout, "imported\nplot True\nuser 65534\n");
 }
 
 #[test]
@@ -216,15 +217,7 @@ fn the_javascript_image_requires_every_package_it_lists() {
         .iter()
         .map(|p| format!("console.log({p:?}, typeof require({p:?}));\n"))
         .collect();
-    let output = run_in_library_image("requires.js", &code);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "stdout: {}\nstderr: {}",
-        text(&output.stdout),
-        text(&output.stderr)
-    );
-    let stdout = text(&output.stdout);
+    let stdout = run_in_library_image("requires.js", &code);
     assert_eq!(stdout.lines().count(), packages.len(), "{stdout}");
     for line in stdout.lines() {
         assert!(
@@ -234,17 +227,10 @@ fn the_javascript_image_requires_every_package_it_lists() {
     }
 
     // ES modules find them too (through the image's /node_modules).
-    let output = run_in_library_image(
+    let stdout = run_in_library_image(
         "imports.mjs",
         "import _ from 'lodash';\nimport YAML from 'yaml';\nimport d3 from 'd3';\n\
          console.log(_.chunk([1, 2, 3], 2).length, YAML.parse('a: 1').a, d3.sum([1, 2]));\n",
     );
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "stdout: {}\nstderr: {}",
-        text(&output.stdout),
-        text(&output.stderr)
-    );
-    assert_eq!(text(&output.stdout), "2 1 3\n");
+    assert_eq!(stdout, "2 1 3\n");
 }
