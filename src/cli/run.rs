@@ -216,13 +216,15 @@ fn execute(policy: Arc<crate::policy::Policy>, mut request: RunRequest, live: bo
                 signal
             })
         };
-        let result = sandbox.run(request, cancel).await;
+        let result = sandbox.run(request, cancel.clone()).await;
         // The request, and with it the tap, is gone: the view ends once it has printed.
         let shown = match view {
             Some(view) => Some(view.finish().await),
             None => None,
         };
-        let signal = if watcher.is_finished() {
+        // A cancelled run was cancelled by the watcher, which returns its signal right
+        // after; asking whether it has finished yet would race with that.
+        let signal = if cancel.is_cancelled() {
             watcher.await.unwrap_or(2)
         } else {
             watcher.abort();
