@@ -133,12 +133,22 @@ fn limits_in_words(
     environment: Option<&Environment>,
 ) -> String {
     let limits = &policy.limits;
-    let network = match policy.network {
-        NetworkMode::None => {
-            "none: there is no network at all, so HTTP requests, sockets, DNS lookups and \
-             package downloads fail"
+    let network = match &policy.network {
+        NetworkMode::None => "none: there is no network at all, so HTTP requests, sockets, \
+             DNS lookups and package downloads fail"
+            .to_string(),
+        NetworkMode::Bridge => "bridge: outbound connections are possible".to_string(),
+        NetworkMode::Allow(hosts) => {
+            let hosts: Vec<&str> = hosts.iter().map(|h| h.written.as_str()).collect();
+            format!(
+                "only {} (ports 443 and 80 unless one is named), through the sandbox's HTTP \
+                 proxy, which HTTP_PROXY and HTTPS_PROXY name: clients that honour them \
+                 (Python's requests, urllib and httpx, pip, curl) reach those hosts. DNS does \
+                 not resolve in the sandbox, other hosts and direct connections fail, and each \
+                 refused attempt is listed in the result",
+                hosts.join(", ")
+            )
         }
-        NetworkMode::Bridge => "bridge: outbound connections are possible",
     };
     let mut text = format!(
         "Sandbox policy `{name}`:\n\

@@ -137,9 +137,15 @@ fn push_findings(text: &mut String, findings: &[&Finding]) {
         } else {
             format!(" (run time: {})", finding.layer.as_str())
         };
+        // A run-time finding with no place in the code (the egress proxy's) has line 0.
+        let place = if finding.line == 0 {
+            String::new()
+        } else {
+            format!("line {}, column {}: ", finding.line, finding.column)
+        };
         text.push_str(&format!(
-            "- line {}, column {}: {} [{}]{layer} {}\n",
-            finding.line, finding.column, finding.rule, finding.action, finding.message
+            "- {place}{} [{}]{layer} {}\n",
+            finding.rule, finding.action, finding.message
         ));
     }
 }

@@ -183,6 +183,10 @@ pub struct RunResult {
     /// How many more files there were than are listed.
     #[serde(skip_serializing_if = "is_zero")]
     pub files_unlisted: u64,
+    /// Connections the sandbox's egress proxy refused (under a network allowlist): the
+    /// host and port asked for, and why. Each is also a finding (layer `egress-proxy`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network_refused: Vec<crate::sandbox::network::Refusal>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -208,6 +212,7 @@ impl RunResult {
             session: None,
             files: Vec::new(),
             files_unlisted: 0,
+            network_refused: Vec::new(),
         }
     }
 
@@ -219,6 +224,22 @@ impl RunResult {
         policy: &str,
     ) -> RunResult {
         let mut findings = findings;
+        // A refused connection did not stop the program (it got an error and went on):
+        // a finding to say why, not a block.
+        findings.extend(outcome.network_refused.iter().map(|refusal| Finding {
+            rule: "network".into(),
+            category: "network".into(),
+            action: crate::policy::Action::Warn,
+            message: format!(
+                "the sandbox's egress proxy refused a connection to {}:{}: {}",
+                refusal.host, refusal.port, refusal.reason
+            ),
+            line: 0,
+            column: 0,
+            end_line: 0,
+            end_column: 0,
+            layer: crate::policy::Layer::EgressProxy,
+        }));
         let status = if outcome.blocked.is_empty() {
             RunStatus::Completed
         } else {
@@ -241,6 +262,7 @@ impl RunResult {
             session: None,
             files: outcome.files,
             files_unlisted: outcome.files_unlisted,
+            network_refused: outcome.network_refused,
         }
     }
 

@@ -55,6 +55,8 @@ pub enum Layer {
     NodePermission,
     /// `--disallow-code-generation-from-strings`.
     NodeCodegen,
+    /// The egress proxy of a network allowlist.
+    EgressProxy,
 }
 
 impl Layer {
@@ -69,6 +71,7 @@ impl Layer {
             Layer::NodeGuard => "node-guard",
             Layer::NodePermission => "node-permission",
             Layer::NodeCodegen => "node-codegen",
+            Layer::EgressProxy => "egress-proxy",
         }
     }
 }

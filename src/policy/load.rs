@@ -482,7 +482,7 @@ fn merge(
                 engine: file.engine.ok_or_else(|| missing("engine"))?,
                 runtime: None,
                 limits,
-                network: file.network.ok_or_else(|| missing("network"))?,
+                network: file.network.clone().ok_or_else(|| missing("network"))?,
                 images: super::schema::Images {
                     python: images_file
                         .python

@@ -1,6 +1,7 @@
 //! Policies: the YAML schema, where a project's policy is found, how `extends` chains
 //! merge, and the engine that turns facts into findings.
 
+pub mod allowlist;
 mod engine;
 mod glob;
 mod host_paths;

@@ -23,6 +23,7 @@ pub struct PolicyFile {
     #[serde(default, deserialize_with = "checked::runtime")]
     pub runtime: Option<String>,
     pub limits: Option<LimitsFile>,
+    #[serde(default, deserialize_with = "checked::network")]
     pub network: Option<NetworkMode>,
     pub images: Option<ImagesFile>,
     pub env: Option<EnvFile>,
@@ -199,20 +200,45 @@ pub enum EngineKind {
     Podman,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NetworkMode {
     /// No network interface but loopback.
     None,
     /// The engine's default bridge: outbound access to wherever the host can reach.
     Bridge,
+    /// Only these hosts, through the server's egress proxy (`network: { allow: [...] }`).
+    Allow(Vec<super::allowlist::HostRule>),
 }
 
 impl NetworkMode {
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
             NetworkMode::None => "none",
             NetworkMode::Bridge => "bridge",
+            NetworkMode::Allow(_) => "allowlist",
+        }
+    }
+
+    /// Whether code may reach `host:port` at all under this mode.
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        match self {
+            NetworkMode::None => false,
+            NetworkMode::Bridge => true,
+            NetworkMode::Allow(list) => super::allowlist::allows(list, host, port),
+        }
+    }
+}
+
+impl Serialize for NetworkMode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            NetworkMode::Allow(list) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("allow", list)?;
+                map.end()
+            }
+            other => serializer.serialize_str(other.as_str()),
         }
     }
 }
@@ -466,7 +492,7 @@ fn is_empty_matcher(matcher: &Matcher) -> bool {
 /// Checks made while the file is read, so that serde_yaml's error names the exact line
 /// and column of the value at fault (and its key path), not a guess.
 mod checked {
-    use super::{ByteSize, HumanDuration};
+    use super::{ByteSize, HumanDuration, NetworkMode};
     use serde::de::{value, Deserializer, Error, IntoDeserializer, SeqAccess, Visitor};
     use serde::Deserialize;
     use std::fmt;
@@ -601,6 +627,56 @@ mod checked {
                 Ok(())
             }
         })
+    }
+
+    /// `none`, `bridge`, or `{ allow: [host, host:port, *.domain, ...] }`, each entry
+    /// checked within the visit of its own scalar, so an error points at it.
+    pub fn network<'de, D: Deserializer<'de>>(d: D) -> Result<Option<NetworkMode>, D::Error> {
+        use serde::de::MapAccess;
+        struct Network;
+        impl<'de> Visitor<'de> for Network {
+            type Value = NetworkMode;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("`none`, `bridge` or `{ allow: [hosts] }`")
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<NetworkMode, E> {
+                match v {
+                    "none" => Ok(NetworkMode::None),
+                    "bridge" => Ok(NetworkMode::Bridge),
+                    other => Err(E::custom(format!(
+                        "unknown variant `{other}`, expected `none` or `bridge`, or `{{ allow: [hosts] }}`"
+                    ))),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NetworkMode, A::Error> {
+                let mut hosts = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key != "allow" {
+                        return Err(A::Error::custom(format!(
+                            "unknown field `{key}`, expected `allow`"
+                        )));
+                    }
+                    hosts = Some(map.next_value_seed(Hosts)?);
+                }
+                let hosts = hosts.ok_or_else(|| A::Error::custom("`allow:` is missing"))?;
+                Ok(NetworkMode::Allow(hosts))
+            }
+        }
+        struct Hosts;
+        impl<'de> serde::de::DeserializeSeed<'de> for Hosts {
+            type Value = Vec<crate::policy::allowlist::HostRule>;
+            fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                let names = names(d, "a list of hosts", |host| {
+                    crate::policy::allowlist::HostRule::parse(host).map(|_| ())
+                })?
+                .unwrap_or_default();
+                Ok(names
+                    .iter()
+                    .filter_map(|host| crate::policy::allowlist::HostRule::parse(host).ok())
+                    .collect())
+            }
+        }
+        d.deserialize_any(Network).map(Some)
     }
 
     /// An image reference, or a non-empty list of them (the first present is used).

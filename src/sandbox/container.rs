@@ -48,6 +48,8 @@ pub struct MainProcess {
     pub env: Vec<(String, String)>,
     /// The volume holding the guard files, mounted read-only at the guard's place.
     pub guard_volume: String,
+    /// Under a network allowlist: the network and proxy the container uses.
+    pub egress: Option<super::network::Route>,
 }
 
 /// The create request for one sandbox container of `image` under `policy`.
@@ -68,13 +70,11 @@ pub fn create_body(
     ]);
     let memory = i64::try_from(limits.memory.bytes()).unwrap_or(i64::MAX);
     let host_config = HostConfig {
-        network_mode: Some(
-            match policy.network {
-                NetworkMode::None => "none",
-                NetworkMode::Bridge => "bridge",
-            }
-            .to_string(),
-        ),
+        network_mode: Some(match (&policy.network, &main.egress) {
+            (NetworkMode::Bridge, _) => "bridge".to_string(),
+            (NetworkMode::Allow(_), Some(route)) => route.network.clone(),
+            _ => "none".to_string(),
+        }),
         readonly_rootfs: Some(true),
         tmpfs: Some(tmpfs),
         // The guard files: root-owned and read-only to everyone in the container.
@@ -107,6 +107,9 @@ pub fn create_body(
     };
     let mut env: Vec<String> = vec!["HOME=/tmp".into(), "PYTHONDONTWRITEBYTECODE=1".into()];
     env.extend(main.env.iter().map(|(k, v)| format!("{k}={v}")));
+    if let Some(route) = &main.egress {
+        env.extend(route.env().into_iter().map(|(k, v)| format!("{k}={v}")));
+    }
     ContainerCreateBody {
         image: Some(image.to_string()),
         // The image's own entrypoint (node's docker-entrypoint.sh, say) is bypassed.
@@ -368,6 +371,7 @@ mod tests {
             argv: vec!["/usr/bin/python3".into(), "-c".into(), "pass".into()],
             env: vec![("A".into(), "b".into())],
             guard_volume: "guard".into(),
+            egress: None,
         }
     }
 

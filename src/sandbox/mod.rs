@@ -32,6 +32,7 @@ pub mod files;
 pub mod guard;
 pub mod image;
 mod instance;
+pub mod network;
 mod output;
 pub mod outputs;
 mod pool;
@@ -120,6 +121,9 @@ pub struct RunOutcome {
     /// More files than could be listed: how many more.
     #[serde(skip_serializing_if = "is_zero")]
     pub files_unlisted: u64,
+    /// Connections the egress proxy refused (under a network allowlist).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network_refused: Vec<network::Refusal>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -10,12 +10,13 @@ use super::exec::{self, Interpreter, Program};
 use super::guard::{self, Guard, Interpreters, Mode};
 use super::image;
 use super::instance::Instance;
+use super::network::{self, Egress};
 use super::outputs;
 use super::pool::{Claim, Pool};
 use super::session::Sessions;
 use super::{RunOutcome, RunRequest, SandboxError};
 use crate::analysis::Language;
-use crate::policy::Policy;
+use crate::policy::{NetworkMode, Policy};
 use bollard::Docker;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -46,6 +47,8 @@ pub struct Runtime {
     images: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
     /// The image each language runs in, once chosen among the policy's choices.
     chosen: Mutex<HashMap<Language, String>>,
+    /// Under a network allowlist: the network and the proxy, made on first use.
+    egress: Egress,
     pool: Pool<Interpreter>,
     permits: Arc<Semaphore>,
     pub(super) closing: CancellationToken,
@@ -81,6 +84,7 @@ impl Runtime {
             swept: AtomicBool::new(false),
             images: Mutex::new(HashMap::new()),
             chosen: Mutex::new(HashMap::new()),
+            egress: Egress::default(),
             pool,
             permits: Arc::new(Semaphore::new(permits)),
             closing: CancellationToken::new(),
@@ -167,10 +171,13 @@ impl Runtime {
             call: None,
             files: request.files.clone(),
         };
+        let since = std::time::Instant::now();
         let result = self
             .send(&docker, &mut interpreter, &program, timeout, &cancel)
             .await;
-        let outcome = self.outcome(&docker, &id, result).await;
+        let outcome = self
+            .outcome(&docker, (&id, interpreter.address), since, result)
+            .await;
         // Refill once this run is done, so the new container's start does not compete
         // with this run for the CPU.
         self.refill(&docker, language);
@@ -233,13 +240,16 @@ impl Runtime {
     }
 
     /// What a run's result means to the caller: the guard's block lines become
-    /// findings, and a kill is told apart as the OOM killer's.
+    /// findings, a kill is told apart as the OOM killer's, and the egress proxy's
+    /// refusals of this container's connections since `since` come with it.
     pub async fn outcome(
         &self,
         docker: &Docker,
-        id: &str,
+        interpreter: (&str, Option<std::net::IpAddr>),
+        since: std::time::Instant,
         result: Result<exec::Executed, SandboxError>,
     ) -> Result<RunOutcome, SandboxError> {
+        let (id, address) = interpreter;
         let mut executed = result?;
         let oom_killed = !executed.timed_out
             && executed.exit_code == exec::KILLED_EXIT_CODE
@@ -261,6 +271,9 @@ impl Runtime {
             duration_ms: executed.duration.as_millis() as u64,
             files: returned.files,
             files_unlisted: returned.unlisted,
+            network_refused: address
+                .map(|address| self.egress.refusals(address, since))
+                .unwrap_or_default(),
         })
     }
 
@@ -336,10 +349,17 @@ impl Runtime {
                 ..mode
             };
             let (argv, env) = self.command_for(language, &files.interpreters, &mode)?;
+            let egress = match &self.policy.network {
+                NetworkMode::Allow(allow) => {
+                    Some(self.egress.route(docker, &self.instance, allow).await?)
+                }
+                _ => None,
+            };
             let main = container::MainProcess {
                 argv,
                 env,
                 guard_volume: files.volume.clone(),
+                egress,
             };
             self.create(docker, &image, &main).await
         }
@@ -458,7 +478,13 @@ impl Runtime {
             Ok((id, attached)) => {
                 self.live_set().insert(id.clone());
                 tracing::debug!(container = short(&id), image, "container ready");
-                Ok(Interpreter::attached(id, attached))
+                let mut interpreter = Interpreter::attached(id, attached);
+                if let Some(route) = &main.egress {
+                    // Which refusals of the proxy are this container's.
+                    interpreter.address =
+                        network::address(docker, &interpreter.container, &route.network).await;
+                }
+                Ok(interpreter)
             }
             Err(error) => Err(error),
         }
@@ -675,7 +701,8 @@ impl Runtime {
                 .await;
             ids.clear();
         }
-        // The guard volumes go once no container uses them.
+        // The egress network and the guard volumes go once no container uses them.
+        self.egress.remove(&docker).await;
         for (name, _) in container::list_volumes_labelled(&docker, &own).await {
             container::remove_volume(&docker, &name).await;
         }
@@ -699,6 +726,7 @@ impl Runtime {
             futures_util::future::join_all(stale.iter().map(|id| container::remove(docker, id)))
                 .await;
         }
+        network::sweep(docker, &self.instance).await;
         (stale.len(), self.sweep_dead_volumes(docker).await)
     }
 

@@ -238,6 +238,9 @@ fn errors_name_file_line_column_and_key() {
         ("sessions:\n  idle_timeout: 0s\n", "idle.yaml:2", &["sessions.idle_timeout", "above 0"]),
         ("sessions:\n  max: 0\n", "smax.yaml:2", &["sessions.max", "at least 1"]),
         ("outputs:\n  max_file_size: 0B\n", "ocap.yaml:2", &["outputs.max_file_size", "above 0"]),
+        ("network:\n  allow:\n    - pypi.org\n    - https://files.example.com\n", "allowurl.yaml:4:7", &["network.allow[1]", "not a URL"]),
+        ("network:\n  allow: [\"api.example.com:99999\"]\n", "allowport.yaml:2:11", &["not a port"]),
+        ("network:\n  hosts: [pypi.org]\n", "allowkey.yaml:2", &["unknown field `hosts`, expected `allow`"]),
         ("outputs:\n  figures: yes please\n", "ofig.yaml:2", &["outputs.figures"]),
         ("outputs:\n  export:\n    path: ../../elsewhere\n", "oexp.yaml:3", &["outputs.export.path", "outside the project", "absolute path"]),
         ("mounts:\n  - source: ./missing\n    target: /data\n", "mmiss.yaml:2", &["mounts[].source", "cannot use `./missing`"]),
@@ -260,6 +263,26 @@ fn errors_name_file_line_column_and_key() {
             );
         }
     }
+}
+
+#[test]
+fn a_network_allowlist_is_read_and_shown_as_written() {
+    let dir = scratch("network-allow");
+    let policy = load(
+        &dir,
+        "p.yaml",
+        "network:\n  allow: [pypi.org, \"*.pythonhosted.org\", \"api.example.com:8443\"]\n",
+    )
+    .unwrap();
+    assert!(policy.network.allows("pypi.org", 443));
+    assert!(policy.network.allows("files.pythonhosted.org", 80));
+    assert!(!policy.network.allows("api.example.com", 443));
+    assert!(policy.network.allows("api.example.com", 8443));
+    let shown = serde_yaml::to_string(&policy).unwrap();
+    assert!(
+        shown.contains("network:\n  allow:\n  - pypi.org\n  - '*.pythonhosted.org'\n  - api.example.com:8443\n"),
+        "{shown}"
+    );
 }
 
 #[test]

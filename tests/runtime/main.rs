@@ -10,6 +10,7 @@ mod attacks;
 mod e2e_clients;
 mod guard;
 mod mcp_server;
+mod network;
 mod outputs;
 mod sandbox;
 mod sessions;

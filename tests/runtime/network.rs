@@ -1,0 +1,184 @@
+//! Network by name: a policy's `network.allow`, enforced by the egress proxy on a
+//! network with no route out. Only hosts of the test's own: an HTTP server this test
+//! runs on the host's loopback (reached as `localhost` through the proxy), and one in a
+//! container on the engine's default bridge (which a direct connection must not reach).
+
+use crate::common;
+use crate::common::mcp_client::{structured, text_of, InProcess, TestImage};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// An HTTP server on the host's loopback, answering `hello <path>`.
+async fn test_server() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 4096];
+                let read = stream.read(&mut buffer).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buffer[..read]).to_string();
+                let path = request.split(' ').nth(1).unwrap_or("?").to_string();
+                let body = format!("hello {path}");
+                let _ = stream
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+/// An HTTP server in a container on the engine's default bridge, removed when dropped;
+/// checked reachable from another container there before it is used.
+struct OtherNetworkServer {
+    name: String,
+    address: String,
+}
+
+impl OtherNetworkServer {
+    fn start() -> OtherNetworkServer {
+        let name = format!("code-sandbox-mcp-test-elsewhere-{}", std::process::id());
+        let docker = |args: &[&str]| {
+            let output = std::process::Command::new("docker")
+                .args(args)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&output.stdout).trim().to_string()
+        };
+        docker(&["rm", "-f", &name]);
+        docker(&[
+            "run",
+            "-d",
+            "--name",
+            &name,
+            "--network",
+            "bridge",
+            common::LOCAL_IMAGE,
+            "python3",
+            "-m",
+            "http.server",
+            "8000",
+        ]);
+        let address = docker(&[
+            "inspect",
+            "--format",
+            "{{.NetworkSettings.IPAddress}}",
+            &name,
+        ]);
+        let probe = format!(
+            "import socket, time\nfor _ in range(50):\n    try:\n        socket.create_connection(('{address}', 8000), timeout=1); print('ok'); break\n    except OSError:\n        time.sleep(0.1)\n"
+        );
+        let reached = docker(&[
+            "run",
+            "--rm",
+            "--network",
+            "bridge",
+            common::LOCAL_IMAGE,
+            "python3",
+            "-c",
+            &probe,
+        ]);
+        assert_eq!(reached, "ok", "the server is reachable on its own network");
+        OtherNetworkServer { name, address }
+    }
+}
+
+impl Drop for OtherNetworkServer {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker")
+            .args(["rm", "-f", &self.name])
+            .output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_allowed_host_answers_and_every_refusal_is_listed() {
+    if !common::docker_ready() {
+        return;
+    }
+    let port = test_server().await;
+    let other = port.checked_add(1).unwrap_or(1);
+    // A server of the test's own on an ordinary network: reachable from containers
+    // there, and not from the sandbox, whose connections that ignore the proxy go
+    // nowhere.
+    let elsewhere = OtherNetworkServer::start();
+    let elsewhere = elsewhere.address.clone();
+    let image = TestImage::new("allowlist", 0);
+    let text = std::fs::read_to_string(&image.policy_path).unwrap();
+    std::fs::write(
+        &image.policy_path,
+        format!("{text}network:\n  allow: [\"localhost:{port}\"]\n"),
+    )
+    .unwrap();
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+
+    // Through the proxy: the allowed name, plainly and through a tunnel (what HTTPS
+    // does); then an address, another port and another name, which are refused; then
+    // DNS and a socket that ignores the proxy, which fail inside the sandbox.
+    let code = format!(
+        "import os, socket, urllib.request, http.client\n\
+         print(urllib.request.urlopen('http://localhost:{port}/plain', timeout=10).read().decode())\n\
+         host, proxy_port = os.environ['HTTPS_PROXY'][len('http://'):].rsplit(':', 1)\n\
+         tunnel = http.client.HTTPConnection(host, int(proxy_port), timeout=10)\n\
+         tunnel.set_tunnel('localhost', {port})\n\
+         tunnel.request('GET', '/tunnel')\n\
+         print(tunnel.getresponse().read().decode())\n\
+         for url in ['http://127.0.0.1:{port}/ip', 'http://localhost:{other}/port', 'http://example.com/name']:\n\
+         \x20   try:\n\
+         \x20       urllib.request.urlopen(url, timeout=10)\n\
+         \x20       print('reached', url)\n\
+         \x20   except Exception as error:\n\
+         \x20       print('refused', getattr(error, 'code', error))\n\
+         try:\n\
+         \x20   socket.getaddrinfo('example.com', 443)\n\
+         \x20   print('dns resolved')\n\
+         except OSError:\n\
+         \x20   print('no dns')\n\
+         try:\n\
+         \x20   socket.create_connection(('{elsewhere}', 8000), timeout=3)\n\
+         \x20   print('direct connection made')\n\
+         except OSError:\n\
+         \x20   print('no direct connection')\n"
+    );
+    let result = server
+        .client
+        .call_tool("run_python_code", json!({ "code": code }))
+        .await;
+    let structured = structured(&result);
+    assert_eq!(
+        structured["stdout"],
+        "hello /plain\nhello /tunnel\nrefused 403\nrefused 403\nrefused 403\nno dns\nno direct connection\n",
+        "{result}"
+    );
+    let refused: Vec<String> = structured["network_refused"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no refusals listed: {result}"))
+        .iter()
+        .map(|r| format!("{}:{}", r["host"].as_str().unwrap(), r["port"]))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{other}"),
+            "example.com:80".to_string()
+        ]
+    );
+    let findings: Vec<&Value> = structured["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["layer"] == "egress-proxy")
+        .collect();
+    assert_eq!(findings.len(), 3, "{result}");
+    assert!(text_of(&result).contains("egress proxy refused a connection to example.com:80"));
+
+    server.close().await;
+}
