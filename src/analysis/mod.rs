@@ -10,6 +10,7 @@ pub mod javascript;
 mod language;
 mod lines;
 pub mod python;
+pub mod urls;
 
 pub use language::{Language, LanguageSpec, SourceKind};
 pub use lines::LineIndex;
@@ -48,6 +49,8 @@ pub enum FactKind {
     /// A literal path handed to a filesystem operation (`op` is the qualified callee,
     /// such as `open`, `os.remove`, `fs.readFileSync`).
     PathLiteral { op: String, path: String },
+    /// A string literal that is a web URL: the host and port it names.
+    UrlLiteral { host: String, port: u16 },
     /// The code could not be parsed or decoded; nothing about it can be trusted.
     Unparseable { reason: String },
 }

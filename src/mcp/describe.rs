@@ -284,6 +284,9 @@ fn rule_in_words(rule: &Rule, language: Language) -> Option<String> {
 
 fn matcher_in_words(matcher: &Matcher) -> Vec<String> {
     let mut parts = Vec::new();
+    if matcher.hosts_outside_allowlist {
+        parts.push("under a network allowlist, URLs to hosts it does not list".to_string());
+    }
     if !matcher.modules.is_empty() {
         parts.push(format!("importing {}", examples(&matcher.modules)));
     }

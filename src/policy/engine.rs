@@ -3,7 +3,7 @@
 //! only describe.
 
 use super::glob::Glob;
-use super::schema::{Action, Matcher, Policy, Rule};
+use super::schema::{Action, Matcher, NetworkMode, Policy, Rule};
 use crate::analysis::{self, Analysis, FactKind, Language, SourceKind, Span};
 use serde::Serialize;
 use std::sync::Arc;
@@ -134,6 +134,8 @@ struct CompiledMatcher {
     dynamic: Vec<String>,
     paths_outside: Option<Vec<String>>,
     unparseable: bool,
+    /// The policy's allowlist, when the rule holds URL literals against it.
+    allowlist: Option<Vec<crate::policy::allowlist::HostRule>>,
 }
 
 impl CompiledMatcher {
@@ -165,11 +167,17 @@ impl CompiledMatcher {
                 .collect(),
             paths_outside,
             unparseable: both.iter().any(|m| m.unparseable),
+            allowlist: None,
         }
     }
 
     /// What in the fact made it match, for the finding's message; `None` if it does not.
     fn matches(&self, fact: &FactKind) -> Option<String> {
+        // Under an allowlist, using the network is allowed (to the hosts listed): a rule
+        // that holds URLs against the list judges by them alone.
+        if self.allowlist.is_some() && !matches!(fact, FactKind::UrlLiteral { .. }) {
+            return None;
+        }
         match fact {
             FactKind::Import { module } => self
                 .modules
@@ -207,6 +215,14 @@ impl CompiledMatcher {
                     .then(|| format!("`{op}` {} `{path}`", path_access(op)))
             }
             FactKind::Unparseable { reason } => self.unparseable.then(|| reason.clone()),
+            FactKind::UrlLiteral { host, port } => {
+                let list = self.allowlist.as_ref()?;
+                (!crate::policy::allowlist::allows(list, host, *port)).then(|| {
+                    format!(
+                        "a URL to `{host}:{port}`, which the policy's network.allow does not list"
+                    )
+                })
+            }
         }
     }
 }
@@ -345,6 +361,11 @@ impl PolicyEngine {
                         // A mounted folder is part of the sandbox's filesystem.
                         if let Some(inside) = &mut matcher.paths_outside {
                             inside.extend(policy.mounts.iter().map(|m| m.target.clone()));
+                        }
+                        let wants_hosts = rule.any_language.hosts_outside_allowlist
+                            || rule.matcher(l).hosts_outside_allowlist;
+                        if let (true, NetworkMode::Allow(list)) = (wants_hosts, &policy.network) {
+                            matcher.allowlist = Some(list.clone());
                         }
                         (l, matcher)
                     })

@@ -264,6 +264,11 @@ pub struct Matcher {
     /// Code that cannot be parsed (or decoded) matches.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unparseable: bool,
+    /// Under `network: { allow: [...] }`: a URL literal to a host (or port) the list
+    /// does not name matches, and nothing else of the rule does (using the network is
+    /// allowed then, to the hosts listed). Under `none` and `bridge` it changes nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hosts_outside_allowlist: bool,
 }
 
 /// A dynamic-access kind, checked against the frontends' vocabulary when the file loads.

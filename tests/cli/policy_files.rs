@@ -417,3 +417,64 @@ fn the_bare_command_takes_the_serve_flags() {
     assert!(!stderr.contains("unexpected argument"), "{stderr}");
     assert_eq!(output.stdout, b"");
 }
+
+/// Under an allowlist the network rule judges a program by its URLs: one to a listed
+/// host is no finding, one elsewhere is, where the literal stands; using the network
+/// as such is not (it is allowed, to the hosts listed), and prose is not code.
+#[test]
+fn under_an_allowlist_the_network_rule_judges_urls() {
+    let dir = scratch("network-urls");
+    let policy = load(
+        &dir,
+        "p.yaml",
+        "network:\n  allow: [pypi.org, \"*.pythonhosted.org\"]\n",
+    )
+    .unwrap();
+    let engine = PolicyEngine::new(policy);
+    let lines = |language, code: &str| -> Vec<(u32, String)> {
+        engine
+            .check(language, code)
+            .unwrap()
+            .findings
+            .into_iter()
+            .filter(|f| f.rule == "network")
+            .map(|f| (f.line, f.message))
+            .collect()
+    };
+    let python = lines(
+        Language::Python,
+        "\"\"\"Fetches from https://docs.example.com/howto.\"\"\"\nimport requests\n\
+         requests.get('https://pypi.org/simple/numpy/')\n\
+         requests.get('https://files.pythonhosted.org/x.whl')\n\
+         requests.get('https://evil.example.com/upload')\n\
+         requests.get('http://pypi.org:8080/')\n",
+    );
+    assert_eq!(python.len(), 2, "{python:?}");
+    assert_eq!(python[0].0, 5);
+    assert!(
+        python[0].1.contains("a URL to `evil.example.com:443`"),
+        "{python:?}"
+    );
+    assert_eq!(python[1].0, 6);
+    assert!(python[1].1.contains("`pypi.org:8080`"), "{python:?}");
+    let javascript = lines(
+        Language::JavaScript,
+        "const https = require('https');\nfetch('https://pypi.org/simple/');\nfetch(\"wss://chat.example.com/socket\");\n",
+    );
+    assert_eq!(javascript.len(), 1, "{javascript:?}");
+    assert_eq!(javascript[0].0, 3);
+    // Without a list the rule is as before: the use of the network is the finding.
+    let plain = PolicyEngine::new(Policy::preset("default").unwrap());
+    let findings = plain
+        .check(
+            Language::Python,
+            "import requests\nrequests.get('https://pypi.org/')\n",
+        )
+        .unwrap()
+        .findings;
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert!(
+        findings[0].message.contains("import of `requests`"),
+        "{findings:?}"
+    );
+}

@@ -20,6 +20,7 @@ fn facts(source: &str) -> Vec<String> {
             FactKind::DynamicAccess { kind, .. } => format!("{}:dynamic {kind}", f.span.line),
             FactKind::PathLiteral { op, path } => format!("{}:path {op} {path}", f.span.line),
             FactKind::Unparseable { reason } => format!("{}:unparseable {reason}", f.span.line),
+            FactKind::UrlLiteral { host, port } => format!("{}:url {host}:{port}", f.span.line),
         })
         .collect()
 }

@@ -43,7 +43,8 @@ pub fn worth_visiting(kind: &str, parent: Option<Node>, field: Option<&str>) -> 
         | "yield_expression"
         | "throw_statement"
         | "arrow_function"
-        | "assignment_expression" => true,
+        | "assignment_expression"
+        | "string" => true,
         _ => false,
     }
 }
@@ -94,6 +95,12 @@ impl<'a> Analyzer<'a> {
     fn visit(&mut self, node: Node<'a>, kind: &str, scope: ScopeId) {
         match kind {
             "identifier" => self.emit_identifier(node, scope),
+            "string" => {
+                let value = self.string_value(node).into_owned();
+                if let Some((host, port)) = crate::analysis::urls::host_and_port(&value) {
+                    self.push(node, FactKind::UrlLiteral { host, port });
+                }
+            }
             "shorthand_property_identifier" => {
                 self.emit_identifier(node, scope);
                 self.emit_escape(node, scope);

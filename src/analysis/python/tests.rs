@@ -22,6 +22,7 @@ fn facts(source: &str) -> Vec<String> {
                 FactKind::DynamicAccess { kind, .. } => format!("dyn {kind}"),
                 FactKind::PathLiteral { op, path } => format!("path {op} {path}"),
                 FactKind::Unparseable { .. } => "unparseable".to_string(),
+                FactKind::UrlLiteral { host, port } => format!("url {host}:{port}"),
             };
             format!("{}: {what}", f.span.line)
         })

@@ -31,11 +31,18 @@ impl Walker<'_> {
             }
             Expr::Call(call) => self.call(call, escapes),
             Expr::Subscript(s) => self.subscript(s, escapes),
-            Expr::Constant(c) => match &c.value {
-                // Names and paths are short; long texts are never folded into one.
-                ast::Constant::Str(s) if s.len() <= 256 => vec![Value::Str(s.clone())],
-                _ => unknown(),
-            },
+            Expr::Constant(c) => {
+                if let ast::Constant::Str(s) = &c.value {
+                    if let Some((host, port)) = crate::analysis::urls::host_and_port(s) {
+                        self.fact(c.range, FactKind::UrlLiteral { host, port });
+                    }
+                }
+                match &c.value {
+                    // Names and paths are short; long texts are never folded into one.
+                    ast::Constant::Str(s) if s.len() <= 256 => vec![Value::Str(s.clone())],
+                    _ => unknown(),
+                }
+            }
             Expr::BoolOp(b) => {
                 let mut out = Vec::new();
                 for e in &b.values {

@@ -261,6 +261,9 @@ impl Walker<'_> {
             }
             Stmt::ImportFrom(i) => self.import_from(i),
             Stmt::Global(_) | Stmt::Nonlocal(_) => {}
+            // A string on its own is a docstring or a comment in all but name: what it
+            // says is not something the program does.
+            Stmt::Expr(e) if matches!(&*e.value, Expr::Constant(_)) => {}
             Stmt::Expr(e) => {
                 self.expr(&e.value, false);
             }
