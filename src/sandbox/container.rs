@@ -70,11 +70,14 @@ pub fn create_body(
     ]);
     let memory = i64::try_from(limits.memory.bytes()).unwrap_or(i64::MAX);
     let host_config = HostConfig {
-        network_mode: Some(match (&policy.network, &main.egress) {
-            (NetworkMode::Bridge, _) => "bridge".to_string(),
-            (NetworkMode::Allow(_), Some(route)) => route.network.clone(),
-            _ => "none".to_string(),
-        }),
+        // An allowlist is no network either: its one way out is the proxy's socket.
+        network_mode: Some(
+            match policy.network {
+                NetworkMode::Bridge => "bridge",
+                NetworkMode::None | NetworkMode::Allow(_) => "none",
+            }
+            .to_string(),
+        ),
         readonly_rootfs: Some(true),
         tmpfs: Some(tmpfs),
         // The guard files: root-owned and read-only to everyone in the container.
@@ -86,6 +89,13 @@ pub fn create_body(
                     source: Some(mount.host.to_string_lossy().into_owned()),
                     typ: Some(MountType::BIND),
                     read_only: Some(!mount.rw),
+                    ..Default::default()
+                }))
+                .chain(main.egress.iter().map(|route| Mount {
+                    target: Some(super::network::SOCKET_IN_SANDBOX.to_string()),
+                    source: Some(route.socket.to_string_lossy().into_owned()),
+                    typ: Some(MountType::BIND),
+                    read_only: Some(false),
                     ..Default::default()
                 }))
                 .collect(),
@@ -118,7 +128,7 @@ pub fn create_body(
         env: Some(env),
         user: Some(SANDBOX_USER.to_string()),
         working_dir: Some(WORKDIR.to_string()),
-        network_disabled: Some(policy.network == NetworkMode::None),
+        network_disabled: Some(policy.network != NetworkMode::Bridge),
         labels: Some(instance.labels()),
         host_config: Some(host_config),
         ..attached()

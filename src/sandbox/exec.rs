@@ -35,8 +35,6 @@ use tokio_util::sync::CancellationToken;
 /// on the stdin it is attached to.
 pub struct Interpreter {
     pub container: String,
-    /// Its address on the egress network, under a network allowlist.
-    pub address: Option<std::net::IpAddr>,
     output: std::pin::Pin<
         Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
     >,
@@ -51,7 +49,6 @@ impl Interpreter {
     ) -> Interpreter {
         Interpreter {
             container: id,
-            address: None,
             output: attached.output,
             input: attached.input,
         }

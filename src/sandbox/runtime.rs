@@ -10,7 +10,7 @@ use super::exec::{self, Interpreter, Program};
 use super::guard::{self, Guard, Interpreters, Mode};
 use super::image;
 use super::instance::Instance;
-use super::network::{self, Egress};
+use super::network::Egress;
 use super::outputs;
 use super::pool::{Claim, Pool};
 use super::session::Sessions;
@@ -175,9 +175,7 @@ impl Runtime {
         let result = self
             .send(&docker, &mut interpreter, &program, timeout, &cancel)
             .await;
-        let outcome = self
-            .outcome(&docker, (&id, interpreter.address), since, result)
-            .await;
+        let outcome = self.outcome(&docker, &id, since, result).await;
         // Refill once this run is done, so the new container's start does not compete
         // with this run for the CPU.
         self.refill(&docker, language);
@@ -245,11 +243,10 @@ impl Runtime {
     pub async fn outcome(
         &self,
         docker: &Docker,
-        interpreter: (&str, Option<std::net::IpAddr>),
+        id: &str,
         since: std::time::Instant,
         result: Result<exec::Executed, SandboxError>,
     ) -> Result<RunOutcome, SandboxError> {
-        let (id, address) = interpreter;
         let mut executed = result?;
         let oom_killed = !executed.timed_out
             && executed.exit_code == exec::KILLED_EXIT_CODE
@@ -271,9 +268,7 @@ impl Runtime {
             duration_ms: executed.duration.as_millis() as u64,
             files: returned.files,
             files_unlisted: returned.unlisted,
-            network_refused: address
-                .map(|address| self.egress.refusals(address, since))
-                .unwrap_or_default(),
+            network_refused: self.egress.refusals(id, since),
         })
     }
 
@@ -351,7 +346,7 @@ impl Runtime {
             let (argv, env) = self.command_for(language, &files.interpreters, &mode)?;
             let egress = match &self.policy.network {
                 NetworkMode::Allow(allow) => {
-                    Some(self.egress.route(docker, &self.instance, allow).await?)
+                    Some(self.egress.route(&self.instance.id, allow).await?)
                 }
                 _ => None,
             };
@@ -478,13 +473,7 @@ impl Runtime {
             Ok((id, attached)) => {
                 self.live_set().insert(id.clone());
                 tracing::debug!(container = short(&id), image, "container ready");
-                let mut interpreter = Interpreter::attached(id, attached);
-                if let Some(route) = &main.egress {
-                    // Which refusals of the proxy are this container's.
-                    interpreter.address =
-                        network::address(docker, &interpreter.container, &route.network).await;
-                }
-                Ok(interpreter)
+                Ok(Interpreter::attached(id, attached))
             }
             Err(error) => Err(error),
         }
@@ -702,7 +691,7 @@ impl Runtime {
             ids.clear();
         }
         // The egress network and the guard volumes go once no container uses them.
-        self.egress.remove(&docker).await;
+        self.egress.remove();
         for (name, _) in container::list_volumes_labelled(&docker, &own).await {
             container::remove_volume(&docker, &name).await;
         }
@@ -726,7 +715,6 @@ impl Runtime {
             futures_util::future::join_all(stale.iter().map(|id| container::remove(docker, id)))
                 .await;
         }
-        network::sweep(docker, &self.instance).await;
         (stale.len(), self.sweep_dead_volumes(docker).await)
     }
 

@@ -277,7 +277,7 @@ impl Runtime {
             files: request.files.clone(),
         };
         let interpreter = slot.as_mut().expect("the session's interpreter");
-        let (id, address) = (interpreter.container.clone(), interpreter.address);
+        let id = interpreter.container.clone();
         let since = std::time::Instant::now();
         let result = self
             .send(&docker, interpreter, &program, timeout, &cancel)
@@ -285,7 +285,7 @@ impl Runtime {
         session.touch();
         let ended = result.as_ref().map_or(true, |executed| executed.ended);
         // Read while the container is still there: the OOM evidence is in its cgroup.
-        let outcome = self.outcome(&docker, (&id, address), since, result).await;
+        let outcome = self.outcome(&docker, &id, since, result).await;
         if ended {
             *slot = None;
             self.end(&docker, owner, name, &session).await;

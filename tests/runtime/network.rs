@@ -1,7 +1,8 @@
-//! Network by name: a policy's `network.allow`, enforced by the egress proxy on a
-//! network with no route out. Only hosts of the test's own: an HTTP server this test
-//! runs on the host's loopback (reached as `localhost` through the proxy), and one in a
-//! container on the engine's default bridge (which a direct connection must not reach).
+//! Network by name: a policy's `network.allow`, enforced by the egress proxy that a
+//! container with no network reaches through a socket. Only hosts of the test's own: an
+//! HTTP server this test runs on the host's loopback (reached as `localhost` through
+//! the proxy), one in a container on the engine's default bridge, and a listener on the
+//! host's own addresses (neither of which a direct connection may reach).
 
 use crate::common;
 use crate::common::mcp_client::{structured, text_of, InProcess, TestImage};
@@ -110,6 +111,11 @@ async fn only_the_allowed_host_answers_and_every_refusal_is_listed() {
     // nowhere.
     let elsewhere = OtherNetworkServer::start();
     let elsewhere = elsewhere.address.clone();
+    // And a service of the host's own, on every host address: what a program ignoring
+    // the proxy might try next.
+    let host_service = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let host_port = host_service.local_addr().unwrap().port();
+    let gateway = default_bridge_gateway();
     let image = TestImage::new("allowlist", 0);
     let text = std::fs::read_to_string(&image.policy_path).unwrap();
     std::fs::write(
@@ -145,7 +151,12 @@ async fn only_the_allowed_host_answers_and_every_refusal_is_listed() {
          \x20   socket.create_connection(('{elsewhere}', 8000), timeout=3)\n\
          \x20   print('direct connection made')\n\
          except OSError:\n\
-         \x20   print('no direct connection')\n"
+         \x20   print('no direct connection')\n\
+         try:\n\
+         \x20   socket.create_connection(('{gateway}', {host_port}), timeout=3)\n\
+         \x20   print('host service reached')\n\
+         except OSError:\n\
+         \x20   print('no host service')\n"
     );
     let result = server
         .client
@@ -154,7 +165,7 @@ async fn only_the_allowed_host_answers_and_every_refusal_is_listed() {
     let structured = structured(&result);
     assert_eq!(
         structured["stdout"],
-        "hello /plain\nhello /tunnel\nrefused 403\nrefused 403\nrefused 403\nno dns\nno direct connection\n",
+        "hello /plain\nhello /tunnel\nrefused 403\nrefused 403\nrefused 403\nno dns\nno direct connection\nno host service\n",
         "{result}"
     );
     let refused: Vec<String> = structured["network_refused"]
@@ -180,5 +191,56 @@ async fn only_the_allowed_host_answers_and_every_refusal_is_listed() {
     assert_eq!(findings.len(), 3, "{result}");
     assert!(text_of(&result).contains("egress proxy refused a connection to example.com:80"));
 
+    // Node reaches it through the same relay (its `http` with the proxy as the target;
+    // Node 20's fetch does not read HTTP_PROXY).
+    let node = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({ "code": format!(
+                "const http = require('http');\n\
+                 http.get({{ host: '127.0.0.1', port: 3128, path: 'http://localhost:{port}/node' }}, (response) => {{\n\
+                 \x20 let body = '';\n\
+                 \x20 response.on('data', (chunk) => (body += chunk));\n\
+                 \x20 response.on('end', () => console.log(response.statusCode, body));\n\
+                 }});\n"
+            ) }),
+        )
+        .await;
+    assert_eq!(
+        node["structuredContent"]["stdout"], "200 hello /node\n",
+        "{node}"
+    );
+
+    // The host service is there for a container on an ordinary network: the failure
+    // above is the sandbox's isolation.
+    let control = std::process::Command::new("docker")
+        .args(["run", "--rm", "--network", "bridge", common::LOCAL_IMAGE, "python3", "-c"])
+        .arg(format!(
+            "import socket; socket.create_connection(('{gateway}', {host_port}), timeout=5); print('ok')"
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&control.stdout),
+        "ok\n",
+        "{control:?}"
+    );
+    drop(host_service);
     server.close().await;
+}
+
+/// The host's address on the engine's default bridge.
+fn default_bridge_gateway() -> String {
+    let output = std::process::Command::new("docker")
+        .args([
+            "network",
+            "inspect",
+            "bridge",
+            "--format",
+            "{{(index .IPAM.Config 0).Gateway}}",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
 }

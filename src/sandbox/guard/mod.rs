@@ -152,6 +152,15 @@ pub struct Guard {
     outputs: crate::sandbox::outputs::Collect,
     /// Places besides the scratch folders the program may write: `rw` mounts.
     writable: Vec<String>,
+    /// Under a network allowlist: the loopback relay to the egress proxy's socket.
+    relay: Option<Relay>,
+}
+
+/// Where the bootstrap listens, and where it relays to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct Relay {
+    port: u16,
+    socket: &'static str,
 }
 
 /// The names whose denial means "no processes", per language: what the kernel floor
@@ -242,7 +251,18 @@ impl Guard {
                 .iter()
                 .filter(|mount| mount.rw)
                 .map(|mount| mount.target.clone())
+                // Connecting to the proxy's socket is a write to it, for Node.
+                .chain(
+                    matches!(policy.network, crate::policy::NetworkMode::Allow(_))
+                        .then(|| crate::sandbox::network::SOCKET_IN_SANDBOX.to_string()),
+                )
                 .collect(),
+            relay: matches!(policy.network, crate::policy::NetworkMode::Allow(_)).then_some(
+                Relay {
+                    port: crate::sandbox::network::RELAY_PORT,
+                    socket: crate::sandbox::network::SOCKET_IN_SANDBOX,
+                },
+            ),
         }
     }
 
@@ -264,6 +284,8 @@ impl Guard {
             #[serde(skip_serializing_if = "Option::is_none")]
             codegen_rule: Option<&'a RuleRef>,
             outputs: &'a crate::sandbox::outputs::Collect,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            relay: Option<&'a Relay>,
         }
         serde_json::to_string(&Settings {
             marker: MARKER,
@@ -278,6 +300,7 @@ impl Guard {
             permission_rule: self.permission.as_ref(),
             codegen_rule: self.codegen.as_ref(),
             outputs: &self.outputs,
+            relay: self.relay.as_ref(),
         })
         .expect("guard settings serialize")
     }

@@ -34,6 +34,7 @@
   const mainDir = main.slice(0, main.lastIndexOf('/') + 1);
 
   const fs = require('fs');
+  const net = require('net');
   const Module = require('module');
   // Taken before denied built-ins become reporters below: the session runs its calls
   // with `vm`, and the program starts through `Module.runMain`.
@@ -321,6 +322,25 @@
     writeAll(1, line);
     writeAll(2, line);
   };
+  // Under a network allowlist the container has no network: its one way out is the
+  // egress proxy's socket, which this relays to from the loopback port HTTP_PROXY
+  // names. Unreferenced: it never keeps the program from ending.
+  if (settings.relay) {
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(settings.relay.socket);
+      const end = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on('error', end).on('close', end);
+      upstream.on('error', end).on('close', end);
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    relay.on('error', (error) => writeAll(2, `code-sandbox-mcp: the network relay failed: ${error.message}\n`));
+    relay.listen(settings.relay.port, '127.0.0.1');
+    relay.unref();
+  }
   const outputs = settings.outputs || {};
   // The files a run created or changed under the working directory come back (within
   // the policy's caps; one over a cap is listed with the cap's name): `path -> "mtime

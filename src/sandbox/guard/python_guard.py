@@ -519,6 +519,8 @@ def _main(install, print_exception):
     settings_text, main_path = sys.argv[1], sys.argv[2]
     settings = _read_json(settings_text)
     running = install(settings, main_path)
+    if settings.get("relay"):
+        _start_relay(settings["relay"])
     outputs = settings.get("outputs") or {}
     shown = []
     if outputs.get("figures"):
@@ -784,6 +786,57 @@ def _png(figure):
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
+
+
+def _start_relay(relay):
+    """Under a network allowlist the container has no network: its one way out is the
+    egress proxy's socket, which this relays to from the loopback port HTTP_PROXY names.
+    Daemon threads: they never keep the program from ending."""
+    import socket
+    import threading
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", relay["port"]))
+    listener.listen(64)
+
+    def pump(source, target):
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                target.sendall(data)
+        except OSError:
+            pass
+        try:
+            target.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def relay_one(client):
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            upstream.connect(relay["socket"])
+        except OSError:
+            client.close()
+            return
+        back = threading.Thread(target=pump, args=(upstream, client), daemon=True, name="code-sandbox-relay")
+        back.start()
+        pump(client, upstream)
+        back.join()
+        client.close()
+        upstream.close()
+
+    def accept():
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=relay_one, args=(client,), daemon=True, name="code-sandbox-relay").start()
+
+    threading.Thread(target=accept, daemon=True, name="code-sandbox-relay").start()
 
 
 def _capture_shown_figures(shown):

@@ -1,5 +1,6 @@
-//! The egress proxy: an HTTP proxy in the server's own process, on an engine network
-//! with no route out, that takes the sandbox's connections to the hosts the policy's
+//! The egress proxy: an HTTP proxy in the server's own process, reached from a sandbox
+//! only through a Unix socket mounted into its container (which has no network at
+//! all), that takes the sandbox's connections to the hosts the policy's
 //! `network.allow` names and refuses the rest.
 //!
 //! What it holds to, and why:
@@ -13,8 +14,9 @@
 //!   addresses: the client cannot pick the address (the sandbox has no DNS at all), so
 //!   a name cannot be pointed elsewhere from inside.
 //! - Every refusal is answered (403, with the reason in the body, so the program's
-//!   error says it) and recorded with the client's address, so the run that made it
-//!   gets it back in its result.
+//!   error says it) and recorded with the container the connection came from (known by
+//!   the kernel: the peer's process and its cgroup), so the run that made it gets it
+//!   back in its result.
 //!
 //! What it does not do: look inside TLS. A tunnel to an allowed host carries whatever
 //! the client sends there (a CDN that serves many sites on one name's addresses can be
@@ -24,8 +26,8 @@ use crate::policy::allowlist::{self, HostRule};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixListener};
 
 /// The largest request head read before the request is refused.
 const MAX_HEAD: usize = 32 * 1024;
@@ -44,14 +46,14 @@ pub struct Refusal {
     pub reason: String,
 }
 
-/// What the proxy refused, by the client address that asked, and when.
+/// What the proxy refused, by the container that asked, and when.
 #[derive(Debug, Default)]
 pub struct RefusalLog {
-    entries: Mutex<Vec<(IpAddr, Instant, Refusal)>>,
+    entries: Mutex<Vec<(String, Instant, Refusal)>>,
 }
 
 impl RefusalLog {
-    fn record(&self, client: IpAddr, refusal: Refusal) {
+    fn record(&self, client: String, refusal: Refusal) {
         tracing::info!(%client, host = %refusal.host, port = refusal.port, reason = %refusal.reason, "egress refused");
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         // Old entries of runs long over go; a flood of refusals stays bounded.
@@ -61,12 +63,13 @@ impl RefusalLog {
         entries.push((client, Instant::now(), refusal));
     }
 
-    /// The refusals of connections from `client` since `since`, taken out of the log.
-    pub fn take(&self, client: IpAddr, since: Instant) -> Vec<Refusal> {
+    /// The refusals of connections from container `client` since `since`, taken out
+    /// of the log.
+    pub fn take(&self, client: &str, since: Instant) -> Vec<Refusal> {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let mut taken = Vec::new();
         entries.retain(|(from, at, refusal)| {
-            let theirs = *from == client && *at >= since;
+            let theirs = from == client && *at >= since;
             if theirs {
                 taken.push(refusal.clone());
             }
@@ -77,23 +80,40 @@ impl RefusalLog {
 }
 
 /// Serves the proxy on `listener` until the task is aborted.
-pub async fn serve(listener: TcpListener, allow: Arc<Vec<HostRule>>, log: Arc<RefusalLog>) {
+pub async fn serve(listener: UnixListener, allow: Arc<Vec<HostRule>>, log: Arc<RefusalLog>) {
     loop {
-        let (client, from) = match listener.accept().await {
-            Ok(accepted) => accepted,
+        let client = match listener.accept().await {
+            Ok((client, _)) => client,
             Err(error) => {
                 tracing::warn!(%error, "egress proxy: accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
+        let from = client
+            .peer_cred()
+            .ok()
+            .and_then(|credentials| credentials.pid())
+            .and_then(container_of)
+            .unwrap_or_default();
         let (allow, log) = (allow.clone(), log.clone());
         tokio::spawn(async move {
-            if let Err(error) = handle(client, from, &allow, &log).await {
-                tracing::debug!(%from, %error, "egress proxy: connection ended");
+            if let Err(error) = handle(client, from.clone(), &allow, &log).await {
+                tracing::debug!(container = %from, %error, "egress proxy: connection ended");
             }
         });
     }
+}
+
+/// The container a process of this host belongs to: the 64-hex-digit id in its
+/// cgroup path (`/docker/<id>`, `docker-<id>.scope`, `libpod-<id>.scope`).
+fn container_of(pid: i32) -> Option<String> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    cgroups.lines().find_map(|line| {
+        line.split(|c: char| !c.is_ascii_hexdigit())
+            .find(|part| part.len() == 64)
+            .map(str::to_string)
+    })
 }
 
 /// What a request head asks for.
@@ -109,9 +129,9 @@ enum Request {
     },
 }
 
-async fn handle(
-    mut client: TcpStream,
-    from: SocketAddr,
+async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
+    mut client: S,
+    from: String,
     allow: &[HostRule],
     log: &RefusalLog,
 ) -> std::io::Result<()> {
@@ -141,7 +161,7 @@ async fn handle(
             "{host}:{port} is not in the policy's network.allow"
         ));
         let body = format!("code-sandbox-mcp: {}\n", refusal.reason);
-        log.record(from.ip(), refusal);
+        log.record(from.clone(), refusal);
         return respond(&mut client, "403 Forbidden", &body).await;
     }
     let mut upstream = match connect(&host, port).await {
@@ -149,7 +169,7 @@ async fn handle(
         Err(reason) => {
             let refusal = refuse(reason);
             let body = format!("code-sandbox-mcp: {}\n", refusal.reason);
-            log.record(from.ip(), refusal);
+            log.record(from.clone(), refusal);
             return respond(&mut client, "502 Bad Gateway", &body).await;
         }
     };
@@ -170,7 +190,7 @@ async fn handle(
 }
 
 /// Reads up to the end of the request head; returns it and whatever came after it.
-async fn read_head(client: &mut TcpStream) -> std::io::Result<(Vec<u8>, Vec<u8>)> {
+async fn read_head<S: AsyncRead + Unpin>(client: &mut S) -> std::io::Result<(Vec<u8>, Vec<u8>)> {
     let mut buffer = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {
@@ -267,7 +287,11 @@ async fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
     Err(last)
 }
 
-async fn respond(client: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
+async fn respond<S: AsyncWrite + Unpin>(
+    client: &mut S,
+    status: &str,
+    body: &str,
+) -> std::io::Result<()> {
     let response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
@@ -305,31 +329,30 @@ mod tests {
         assert!(parse(b"CONNECT pypi.org HTTP/1.1\r\n\r\n").is_err());
     }
 
+    #[test]
+    fn a_container_is_known_by_its_cgroup() {
+        // This process is in no container: no id.
+        assert_eq!(container_of(std::process::id() as i32), None);
+    }
+
     #[tokio::test]
     async fn an_allowed_host_is_reached_and_another_is_refused_and_recorded() {
         // An upstream on loopback, reached by name (`localhost`) through the proxy.
-        let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let upstream_port = upstream.local_addr().unwrap().port();
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = upstream.accept().await {
                 tokio::spawn(async move {
                     let mut buffer = [0u8; 1024];
                     let read = stream.read(&mut buffer).await.unwrap_or(0);
-                    let first = String::from_utf8_lossy(&buffer[..read])
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                        .to_string();
+                    let request = String::from_utf8_lossy(&buffer[..read]).to_string();
+                    let first = request.lines().next().unwrap_or_default().to_string();
                     let body = format!("upstream saw: {first}");
-                    let _ = stream
-                        .write_all(
-                            format!(
-                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
-                                body.len()
-                            )
-                            .as_bytes(),
-                        )
-                        .await;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
                 });
             }
         });
@@ -337,17 +360,23 @@ mod tests {
             HostRule::parse(&format!("localhost:{upstream_port}")).unwrap()
         ]);
         let log = Arc::new(RefusalLog::default());
-        let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let proxy_address = proxy.local_addr().unwrap();
-        let server = tokio::spawn(serve(proxy, allow, log.clone()));
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("proxy.sock");
+        let server = tokio::spawn(serve(
+            UnixListener::bind(&socket).unwrap(),
+            allow,
+            log.clone(),
+        ));
         let started = Instant::now();
-
-        let ask = |request: String| async move {
-            let mut stream = TcpStream::connect(proxy_address).await.unwrap();
-            stream.write_all(request.as_bytes()).await.unwrap();
-            let mut answer = String::new();
-            stream.read_to_string(&mut answer).await.unwrap();
-            answer
+        let ask = |request: String| {
+            let socket = socket.clone();
+            async move {
+                let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+                stream.write_all(request.as_bytes()).await.unwrap();
+                let mut answer = String::new();
+                stream.read_to_string(&mut answer).await.unwrap();
+                answer
+            }
         };
         let answer = ask(format!(
             "GET http://localhost:{upstream_port}/x HTTP/1.1\r\nHost: localhost\r\n\r\n"
@@ -380,17 +409,15 @@ mod tests {
                 "{answer}"
             );
         }
-        let refused = log.take("127.0.0.1".parse().unwrap(), started);
+        // This test is in no container: its refusals go under no container id.
+        let refused = log.take("", started);
         let hosts: Vec<String> = refused
             .iter()
             .map(|r| format!("{}:{}", r.host, r.port))
             .collect();
         assert_eq!(hosts.len(), 3, "{hosts:?}");
         assert_eq!(hosts[0], format!("127.0.0.1:{upstream_port}"));
-        assert!(
-            log.take("127.0.0.1".parse().unwrap(), started).is_empty(),
-            "taken once"
-        );
+        assert!(log.take("", started).is_empty(), "taken once");
         server.abort();
     }
 }
