@@ -5,6 +5,7 @@
 //! verdict) → `sandbox` (allowed code → a result), with `mcp` and `cli` on top.
 
 pub mod analysis;
+pub mod audit;
 pub mod cli;
 pub mod mcp;
 pub mod policy;

@@ -6,6 +6,7 @@
 //! content and a text rendering (`types`, `render`). [`serve`] runs it over any byte
 //! stream pair and removes every container when the stream ends or `stop` fires.
 
+mod audit_trail;
 mod describe;
 mod progress;
 mod render;
@@ -51,11 +52,39 @@ pub struct CodeSandboxServer {
     /// The policy file's errors, when it has some: every call answers with them, and
     /// nothing is checked or run (see [`CodeSandboxServer::with_policy_error`]).
     policy_error: Option<Arc<str>>,
+    /// The audit log, when the policy keeps one.
+    audit: Option<Arc<crate::audit::AuditLog>>,
+    /// sha256 of the effective policy, for the audit log.
+    policy_sha256: Arc<str>,
 }
 
 impl CodeSandboxServer {
     /// A server for `policy`, handing `env` to every run. Does no I/O.
     pub fn new(policy: Policy, env: Vec<(String, String)>) -> CodeSandboxServer {
+        // A log that cannot be written is an error now, not calls missing from it.
+        let audit = match &policy.audit {
+            Some(audit) => match crate::audit::AuditLog::open(&audit.file) {
+                Ok(log) => Some(Arc::new(log)),
+                Err(error) => {
+                    return CodeSandboxServer::with_policy_error(&crate::policy::PolicyError {
+                        file: policy.name.clone(),
+                        line: None,
+                        column: None,
+                        message: format!(
+                            "audit.path: cannot write the audit log `{}`: {error}",
+                            audit.path
+                        ),
+                        more: Vec::new(),
+                    })
+                }
+            },
+            None => None,
+        };
+        let policy_sha256 = crate::audit::sha256(
+            serde_json::to_string(&policy)
+                .expect("a policy serializes")
+                .as_bytes(),
+        );
         let policy = Arc::new(policy);
         let env_names: Vec<String> = env.iter().map(|(name, _)| name.clone()).collect();
         let mut tool_router = Self::tool_router();
@@ -96,6 +125,8 @@ impl CodeSandboxServer {
             instructions: describe::server_instructions(&policy).into(),
             connection: next_connection_id().into(),
             policy_error: None,
+            audit,
+            policy_sha256: policy_sha256.into(),
         }
     }
 

@@ -5,6 +5,7 @@
 //! (a denial, an oversize snippet, a daemon that is down), never a JSON-RPC error: a
 //! protocol error would reach the client's code, not the model that wrote the snippet.
 
+use super::audit_trail;
 use super::progress::ProgressReporter;
 use super::render;
 use super::types::{
@@ -33,7 +34,14 @@ impl CodeSandboxServer {
         Parameters(args): Parameters<RunCodeArgs>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let audit = self.audit_call(
+            "run_python_code",
+            Some(Language::Python),
+            args.session.as_deref(),
+            Some(&args.code),
+        );
         let result = self.run_code(Language::Python, args, context).await;
+        audit.run(&result);
         self.run_tool_result(&result)
     }
 
@@ -44,15 +52,25 @@ impl CodeSandboxServer {
         Parameters(args): Parameters<RunCodeArgs>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let audit = self.audit_call(
+            "run_javascript_code",
+            Some(Language::JavaScript),
+            args.session.as_deref(),
+            Some(&args.code),
+        );
         let result = self.run_code(Language::JavaScript, args, context).await;
+        audit.run(&result);
         self.run_tool_result(&result)
     }
 
     /// End a session and remove its container.
     #[tool(name = "end_session", output_schema = schema_for_output::<EndSessionResult>())]
     async fn end_session(&self, Parameters(args): Parameters<EndSessionArgs>) -> CallToolResult {
+        let audit = self.audit_call("end_session", None, Some(&args.session), None);
         if let Some(error) = &self.policy_error {
-            return CallToolResult::error(vec![ContentBlock::text(policy_error_message(error))]);
+            let message = policy_error_message(error);
+            audit.checked(None, &[], Some(message.clone()));
+            return CallToolResult::error(vec![ContentBlock::text(message)]);
         }
         let ended = self
             .sandbox
@@ -66,6 +84,7 @@ impl CodeSandboxServer {
         } else {
             format!("No session `{}` was open.", args.session)
         };
+        audit.checked(None, &[], None);
         let result = EndSessionResult {
             session: args.session,
             ended,
@@ -76,14 +95,19 @@ impl CodeSandboxServer {
     /// Check code against the sandbox policy without running it.
     #[tool(name = "check_code", output_schema = schema_for_output::<CheckResult>())]
     async fn check_code(&self, Parameters(args): Parameters<CheckCodeArgs>) -> CallToolResult {
+        let audit = self.audit_call("check_code", Some(args.language), None, Some(&args.code));
         if let Some(error) = &self.policy_error {
-            return CallToolResult::error(vec![ContentBlock::text(policy_error_message(error))]);
+            let message = policy_error_message(error);
+            audit.checked(None, &[], Some(message.clone()));
+            return CallToolResult::error(vec![ContentBlock::text(message)]);
         }
         if let Some(reason) = args.invalid_utf8 {
+            audit.checked(None, &[], Some(reason.clone()));
             return input_error(&reason);
         }
         match check(self.engine.clone(), args.language, args.code).await {
             Ok(report) => {
+                audit.checked(Some(!report.denied()), &report.findings, None);
                 let result = CheckResult {
                     allowed: !report.denied(),
                     findings: report.findings,
@@ -92,7 +116,10 @@ impl CodeSandboxServer {
                 };
                 tool_result(&result, render::check_result(&result), false)
             }
-            Err(error) => input_error(&error.to_string()),
+            Err(error) => {
+                audit.checked(None, &[], Some(error.to_string()));
+                input_error(&error.to_string())
+            }
         }
     }
 }
@@ -270,6 +297,24 @@ fn engine_error_message(error: &SandboxError) -> String {
 }
 
 impl CodeSandboxServer {
+    /// The audit line of a call now starting (written when it ends, or is dropped).
+    fn audit_call(
+        &self,
+        tool: &str,
+        language: Option<Language>,
+        session: Option<&str>,
+        code: Option<&str>,
+    ) -> audit_trail::Pending {
+        audit_trail::Pending::start(
+            self.audit.clone(),
+            tool,
+            language.map(Language::name),
+            session,
+            code,
+            (&self.policy().name, &self.policy_sha256),
+        )
+    }
+
     /// A run tool's result: the structured result, its text (with small text files
     /// inline), then the returned images and the other files as embedded resources.
     fn run_tool_result(&self, result: &RunResult) -> CallToolResult {

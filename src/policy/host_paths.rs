@@ -7,7 +7,7 @@
 //! only when named by an absolute path.
 
 use super::load::{error, PolicyError};
-use super::schema::{Export, ExportFile, Mount, MountFile};
+use super::schema::{Audit, AuditFile, Export, ExportFile, Mount, MountFile};
 use std::path::{Component, Path, PathBuf};
 
 /// The export folder of `outputs.export`. It need not exist yet (it is made on the
@@ -34,6 +34,22 @@ pub fn export(
         path: export.path,
         dir: resolved,
         overwrite: export.overwrite.unwrap_or(false),
+    })
+}
+
+/// The audit log's file. It is opened (and made) when a server starts, not here: a
+/// `check` must not create it.
+pub fn audit(
+    label: &str,
+    text: &str,
+    dir: Option<&Path>,
+    audit: AuditFile,
+) -> Result<Audit, PolicyError> {
+    let at = line_of(text, "path:", &audit.path);
+    let file = resolve(label, at, dir, &audit.path, "audit.path")?;
+    Ok(Audit {
+        path: audit.path,
+        file,
     })
 }
 

@@ -504,6 +504,7 @@ fn merge(
                 sessions: Default::default(),
                 outputs: Default::default(),
                 mounts: Vec::new(),
+                audit: None,
                 rules: Vec::new(),
             }
         }
@@ -566,6 +567,9 @@ fn merge(
         if let Some(export) = outputs.export {
             settings.export = Some(super::host_paths::export(label, text, dir, export)?);
         }
+    }
+    if let Some(audit) = file.audit {
+        policy.audit = Some(super::host_paths::audit(label, text, dir, audit)?);
     }
     if let Some(mounts) = file.mounts {
         policy.mounts = mounts

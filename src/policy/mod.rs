@@ -13,7 +13,7 @@ mod units;
 pub use engine::{Finding, InputError, Layer, PolicyEngine, Report};
 pub use load::{PolicyError, PolicySource, PRESETS, PROJECT_FILE, STARTER_POLICY};
 pub use schema::{
-    Action, EngineKind, EnvPolicy, Export, Images, Limits, Matcher, Mount, NetworkMode, Outputs,
-    Policy, PoolSettings, Rule, SessionSettings,
+    Action, Audit, EngineKind, EnvPolicy, Export, Images, Limits, Matcher, Mount, NetworkMode,
+    Outputs, Policy, PoolSettings, Rule, SessionSettings,
 };
 pub use units::{ByteSize, HumanDuration};

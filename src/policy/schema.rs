@@ -32,6 +32,8 @@ pub struct PolicyFile {
     pub outputs: Option<OutputsFile>,
     /// Host folders mounted into every sandbox container; replaces the inherited list.
     pub mounts: Option<Vec<MountFile>>,
+    /// The audit log: one JSON line per tool call (opt-in).
+    pub audit: Option<AuditFile>,
     /// Rules are merged by `id`: an entry whose id the parent has changes only the keys
     /// it gives (say, `action: off`); an entry with a new id adds a rule.
     pub rules: Option<Vec<RuleFile>>,
@@ -123,6 +125,14 @@ pub struct ExportFile {
     #[serde(deserialize_with = "checked::host_path")]
     pub path: String,
     pub overwrite: Option<bool>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditFile {
+    /// A host file, relative to the policy file.
+    #[serde(deserialize_with = "checked::host_path")]
+    pub path: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -311,6 +321,8 @@ pub struct Policy {
     pub sessions: SessionSettings,
     pub outputs: Outputs,
     pub mounts: Vec<Mount>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<Audit>,
     pub rules: Vec<Rule>,
 }
 
@@ -452,6 +464,15 @@ pub struct Export {
     pub dir: std::path::PathBuf,
     /// An existing file is replaced; otherwise it is left and the result says so.
     pub overwrite: bool,
+}
+
+/// Where the audit log goes.
+#[derive(Debug, Clone, Serialize)]
+pub struct Audit {
+    /// As the policy wrote it (what results show: never the absolute host path).
+    pub path: String,
+    #[serde(skip)]
+    pub file: std::path::PathBuf,
 }
 
 /// A host path mounted into every sandbox container.

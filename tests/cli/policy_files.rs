@@ -241,6 +241,8 @@ fn errors_name_file_line_column_and_key() {
         ("network:\n  allow:\n    - pypi.org\n    - https://files.example.com\n", "allowurl.yaml:4:7", &["network.allow[1]", "not a URL"]),
         ("network:\n  allow: [\"api.example.com:99999\"]\n", "allowport.yaml:2:11", &["not a port"]),
         ("network:\n  hosts: [pypi.org]\n", "allowkey.yaml:2", &["unknown field `hosts`, expected `allow`"]),
+        ("audit:\n  path: ../../elsewhere/audit.jsonl\n", "auditout.yaml:2", &["audit.path", "outside the project"]),
+        ("audit:\n  file: audit.jsonl\n", "auditkey.yaml:2", &["unknown field `file`, expected `path`"]),
         ("outputs:\n  figures: yes please\n", "ofig.yaml:2", &["outputs.figures"]),
         ("outputs:\n  export:\n    path: ../../elsewhere\n", "oexp.yaml:3", &["outputs.export.path", "outside the project", "absolute path"]),
         ("mounts:\n  - source: ./missing\n    target: /data\n", "mmiss.yaml:2", &["mounts[].source", "cannot use `./missing`"]),

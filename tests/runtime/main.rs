@@ -7,6 +7,7 @@
 mod common;
 
 mod attacks;
+mod audit;
 mod e2e_clients;
 mod guard;
 mod mcp_server;
