@@ -181,6 +181,7 @@ async fn one_run(sandbox: &Sandbox) {
                 env: Vec::new(),
                 tap: None,
                 files: Vec::new(),
+                approved: Vec::new(),
             },
             CancellationToken::new(),
         )

@@ -19,6 +19,8 @@ use std::sync::Mutex;
 pub enum Phase {
     /// Nothing ran: the policy denied the code, or the input was unusable.
     Refused,
+    /// A person was asked to approve the code (an `ask` rule) and did not say yes.
+    Declined,
     /// The call only checked (`check_code`), or ended a session; nothing ran.
     Checked,
     /// The program ran to its end (whatever its exit code).

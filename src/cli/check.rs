@@ -7,7 +7,7 @@
 use super::format::{self, Format, Located};
 use super::{display_path, PolicyArg, EXIT_USAGE};
 use crate::analysis::Language;
-use crate::policy::{Action, PolicyEngine};
+use crate::policy::PolicyEngine;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -44,11 +44,7 @@ impl CheckRun {
     pub fn exit_code(&self) -> u8 {
         if !self.errors.is_empty() {
             EXIT_USAGE
-        } else if self
-            .findings
-            .iter()
-            .any(|f| f.finding.action == Action::Deny)
-        {
+        } else if self.findings.iter().any(|f| f.finding.action.blocks()) {
             1
         } else {
             0
@@ -77,7 +73,7 @@ fn summary(run: &CheckRun) -> String {
     let denied = run
         .findings
         .iter()
-        .filter(|f| f.finding.action == Action::Deny)
+        .filter(|f| f.finding.action.blocks())
         .count();
     let warned = run.findings.len() - denied;
     format!(

@@ -50,7 +50,7 @@ fn sarif(findings: &[Located]) -> serde_json::Value {
         }
     }
     let level = |action: Action| {
-        if action == Action::Deny {
+        if action.blocks() {
             "error"
         } else {
             "warning"
@@ -111,7 +111,7 @@ fn github_annotation(f: &Located) -> String {
     let finding = &f.finding;
     format!(
         "::{} file={},line={},col={},endLine={},endColumn={},title={}::{}\n",
-        if finding.action == Action::Deny {
+        if finding.action.blocks() {
             "error"
         } else {
             "warning"

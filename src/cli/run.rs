@@ -120,8 +120,18 @@ pub fn main(args: RunArgs) -> ExitCode {
         eprintln!("{}", finding.to_line(&name));
     }
     let policy_name = engine.policy().name.clone();
-    if report.denied() {
-        eprintln!("{name}: denied by the policy `{policy_name}`: nothing was run");
+    // `ask` needs an MCP client that can ask its user; here it is a denial.
+    let asks = report.asks();
+    if report.denied() || !asks.is_empty() {
+        if !asks.is_empty() {
+            eprintln!(
+                "{name}: the policy `{policy_name}` asks a person to approve this code ({}), which \
+                 only an MCP client can do: nothing was run",
+                asks.join(", ")
+            );
+        } else {
+            eprintln!("{name}: denied by the policy `{policy_name}`: nothing was run");
+        }
         if args.format == RunFormat::Json {
             print_json(&JsonResult {
                 policy: &policy_name,
@@ -143,6 +153,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         env: pass_through(&engine.policy().env.pass_through, &args.pass_through_env),
         tap: None,
         files: Vec::new(),
+        approved: Vec::new(),
     };
     let mut policy = engine.policy().clone();
     // One run, then exit: a warm pool would only start containers to throw away.

@@ -70,7 +70,15 @@ impl Pending {
             RunStatus::Completed | RunStatus::Blocked => Some("allowed".into()),
             _ => None,
         };
+        if result
+            .approval
+            .as_ref()
+            .is_some_and(|a| a.answer != super::approval::Answer::Approved)
+        {
+            entry.phase = Phase::Declined;
+        }
         entry.stopped_by = match entry.phase {
+            Phase::Declined => Some("approval".into()),
             Phase::Refused if result.status == RunStatus::Denied => Some("static".into()),
             Phase::Blocked => stopping_layer(&result.findings),
             Phase::TimedOut => Some("limits.timeout".into()),

@@ -241,6 +241,11 @@ fn rules_in_words(policy: &Policy, language: Language) -> String {
     for (action, heading) in [
         (Action::Deny, "Refused (nothing runs):"),
         (
+            Action::Ask,
+            "Run only after the user approves that exact code, asked each time (without a \
+             yes, nothing runs):",
+        ),
+        (
             Action::Warn,
             "Reported but allowed (the code runs, a warning comes back):",
         ),

@@ -6,6 +6,7 @@
 //! content and a text rendering (`types`, `render`). [`serve`] runs it over any byte
 //! stream pair and removes every container when the stream ends or `stop` fires.
 
+mod approval;
 mod audit_trail;
 mod describe;
 mod progress;

@@ -19,6 +19,11 @@ pub fn run_result(result: &RunResult, inline: u64) -> String {
              code without it and call the tool again.\n",
             result.policy
         ),
+        RunStatus::Denied if result.approval.is_some() => format!(
+            "Not approved under the sandbox policy `{}`: {}.\n",
+            result.policy,
+            result.message.as_deref().unwrap_or("nothing was run")
+        ),
         RunStatus::Denied => format!(
             "Denied by the sandbox policy `{}`: nothing was run. Rewrite the code without \
              what is listed below and call the tool again.\n",
@@ -35,17 +40,20 @@ pub fn run_result(result: &RunResult, inline: u64) -> String {
             )
         }
     };
-    let (denials, warnings): (Vec<&Finding>, Vec<&Finding>) = result
-        .findings
-        .iter()
-        .partition(|f| f.action == Action::Deny);
-    if !denials.is_empty() {
-        text.push_str("\nDenied:\n");
-        push_findings(&mut text, &denials);
-    }
-    if !warnings.is_empty() {
-        text.push_str("\nWarnings (allowed, but worth a look):\n");
-        push_findings(&mut text, &warnings);
+    for (action, heading) in [
+        (Action::Deny, "Denied"),
+        (Action::Ask, "Needing the user's approval"),
+        (Action::Warn, "Warnings (allowed, but worth a look)"),
+    ] {
+        let findings: Vec<&Finding> = result
+            .findings
+            .iter()
+            .filter(|f| f.action == action)
+            .collect();
+        if !findings.is_empty() {
+            text.push_str(&format!("\n{heading}:\n"));
+            push_findings(&mut text, &findings);
+        }
     }
     if matches!(result.status, RunStatus::Completed | RunStatus::Blocked) {
         push_stream(&mut text, "stdout", &result.stdout);

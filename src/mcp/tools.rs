@@ -5,6 +5,7 @@
 //! (a denial, an oversize snippet, a daemon that is down), never a JSON-RPC error: a
 //! protocol error would reach the client's code, not the model that wrote the snippet.
 
+use super::approval;
 use super::audit_trail;
 use super::progress::ProgressReporter;
 use super::render;
@@ -178,6 +179,22 @@ impl CodeSandboxServer {
             result.findings = report.findings;
             return result;
         }
+        // `ask`: a person approves this exact code, or it is a denial.
+        let asks = report.asks();
+        let approval = if asks.is_empty() {
+            None
+        } else {
+            let approval =
+                approval::ask(&context.peer, language, &args.code, &report.findings, &asks).await;
+            if approval.answer != approval::Answer::Approved {
+                let mut result = RunResult::not_run(RunStatus::Denied, language, &policy.name);
+                result.message = Some(approval.refusal());
+                result.findings = report.findings;
+                result.approval = Some(approval);
+                return result;
+            }
+            Some(approval)
+        };
 
         // The run stops when the client cancels this request or the server shuts down.
         let cancel = self.stop.child_token();
@@ -201,6 +218,10 @@ impl CodeSandboxServer {
             env: self.env.to_vec(),
             tap,
             files,
+            approved: approval
+                .as_ref()
+                .map(|a| a.rules.clone())
+                .unwrap_or_default(),
         };
         tracing::debug!(%language, timeout_ms = timeout.as_millis() as u64, "dispatching to the sandbox");
         let ran = match &args.session {
@@ -227,6 +248,7 @@ impl CodeSandboxServer {
                 let mut result =
                     RunResult::completed(outcome, report.findings, language, &policy.name);
                 result.session = session;
+                result.approval = approval;
                 result
             }
             Err(error @ SandboxError::Session(_)) => {

@@ -187,6 +187,9 @@ pub struct RunResult {
     /// host and port asked for, and why. Each is also a finding (layer `egress-proxy`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network_refused: Vec<crate::sandbox::network::Refusal>,
+    /// Present when the code needed a person's approval (`ask` rules): what they said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<super::approval::Approval>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -213,6 +216,7 @@ impl RunResult {
             files: Vec::new(),
             files_unlisted: 0,
             network_refused: Vec::new(),
+            approval: None,
         }
     }
 
@@ -263,6 +267,7 @@ impl RunResult {
             files: outcome.files,
             files_unlisted: outcome.files_unlisted,
             network_refused: outcome.network_refused,
+            approval: None,
         }
     }
 

@@ -111,6 +111,22 @@ impl Report {
     pub fn denied(&self) -> bool {
         self.findings.iter().any(|f| f.action == Action::Deny)
     }
+
+    /// The rules that want a person's approval before the code runs (none when it is
+    /// denied outright).
+    pub fn asks(&self) -> Vec<&str> {
+        if self.denied() {
+            return Vec::new();
+        }
+        let mut rules: Vec<&str> = self
+            .findings
+            .iter()
+            .filter(|f| f.action == Action::Ask)
+            .map(|f| f.rule.as_str())
+            .collect();
+        rules.dedup();
+        rules
+    }
 }
 
 /// A policy compiled for matching. Cheap to clone and share between tasks.

@@ -605,7 +605,7 @@ fn check_preload(label: &str, text: &str, policy: &Policy) -> Result<(), PolicyE
     for language in Language::ALL {
         for module in policy.pool.preload.for_language(language) {
             let denied = policy.rules.iter().find(|rule| {
-                rule.action == crate::policy::Action::Deny
+                rule.action.blocks()
                     && [&rule.any_language, rule.matcher(language)]
                         .iter()
                         .flat_map(|matcher| &matcher.modules)

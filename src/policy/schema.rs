@@ -179,6 +179,10 @@ pub struct RuleFile {
 pub enum Action {
     /// Nothing runs; the finding is returned so the code can be rewritten.
     Deny,
+    /// A person is asked to approve this exact code (MCP elicitation); without a yes,
+    /// it is a denial. Enforced at run time as a denial too, except for the rules a
+    /// person approved for that one run.
+    Ask,
     /// The code runs; the finding rides along with the result.
     Warn,
     /// The rule is switched off.
@@ -186,9 +190,15 @@ pub enum Action {
 }
 
 impl Action {
+    /// Whether the code stops here without a person's yes: `deny`, and `ask`.
+    pub fn blocks(self) -> bool {
+        matches!(self, Action::Deny | Action::Ask)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Deny => "deny",
+            Action::Ask => "ask",
             Action::Warn => "warn",
             Action::Off => "off",
         }

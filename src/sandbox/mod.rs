@@ -69,6 +69,10 @@ pub struct RunRequest {
     /// Files written under `/sandbox` before the code starts (checked with
     /// [`files::check`] by the caller).
     pub files: Vec<files::InputFile>,
+    /// `ask` rules a person approved for this one run (this exact code): its container
+    /// is started without them (not a warm one). In a session the session's
+    /// interpreter, started before, still enforces them.
+    pub approved: Vec<String>,
 }
 
 /// Chunks of output as the program writes them.

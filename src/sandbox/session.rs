@@ -247,7 +247,7 @@ impl Runtime {
         if slot.is_none() {
             let mode = Mode {
                 session: true,
-                preload: Vec::new(),
+                ..Mode::default()
             };
             match self
                 .start_cancellable(&docker, language, mode, &cancel, &permit)

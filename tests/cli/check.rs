@@ -332,3 +332,36 @@ fn policy_commands() {
     assert_eq!(shown["limits"]["timeout"], "10s");
     assert_eq!(shown["rules"][3]["action"], "deny");
 }
+
+/// `ask` needs a person, whom only an MCP client can ask: the linter and `run` treat it
+/// as a denial, and say why.
+#[test]
+fn an_ask_rule_blocks_the_command_line() {
+    let dir = crate::common::scratch("ask-cli");
+    let policy = dir.join("ask.yaml");
+    std::fs::write(&policy, "rules:\n  - { id: process-exec, action: ask }\n").unwrap();
+    let file = dir.join("spawn.py");
+    std::fs::write(&file, "import subprocess\nsubprocess.run(['ls'])\n").unwrap();
+    let check = crate::common::binary()
+        .args(["check", "--policy"])
+        .arg(&policy)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(stdout.contains("process-exec [ask]"), "{stdout}");
+    let run = crate::common::binary()
+        .args(["run", "--policy"])
+        .arg(&policy)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("asks a person to approve this code (process-exec)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was run"), "{stderr}");
+}

@@ -238,5 +238,6 @@ pub fn request(
         env: Vec::new(),
         tap: None,
         files: Vec::new(),
+        approved: Vec::new(),
     }
 }

@@ -297,6 +297,68 @@ fn the_wheel_installs_a_command_that_the_python_sdk_drives() {
 }
 
 #[test]
+fn a_person_approves_ask_code_through_the_python_sdks_elicitation() {
+    if !common::docker_ready() {
+        return;
+    }
+    let Some(clients) = clients() else { return };
+    let image = TestImage::new("approval", 0);
+    let text = std::fs::read_to_string(&image.policy_path).unwrap();
+    let dir = image.policy_path.parent().unwrap().to_path_buf();
+    std::fs::write(
+        &image.policy_path,
+        format!("{text}audit: {{ path: audit.jsonl }}\nrules:\n  - {{ id: process-exec, action: ask }}\n"),
+    )
+    .unwrap();
+    let mut command = Command::new(&clients.python);
+    command
+        .arg(common::root().join("tests/e2e/python_sdk_approval.py"))
+        .arg(common::binary_path())
+        .arg(&image.policy_path);
+    let (ok, stdout, stderr) = run(command);
+    assert!(
+        ok,
+        "the SDK client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for scenario in [
+        "ok: approved once, and asked again",
+        "ok: not run after decline",
+        "ok: not run after cancel",
+        "ok: not run after accept",
+        "ok: a client without elicitation is refused",
+    ] {
+        assert!(
+            stdout.contains(scenario),
+            "`{scenario}` missing:\n{stdout}\nstderr:\n{stderr}"
+        );
+    }
+    // The audit log has the asking and its answers.
+    let log = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    let phases: Vec<String> = log
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).unwrap()["phase"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "completed",
+            "completed",
+            "declined",
+            "declined",
+            "declined",
+            "declined"
+        ],
+        "{log}"
+    );
+    assert!(image.containers().is_empty(), "{:?}", image.containers());
+}
+
+#[test]
 fn the_fastmcp_readme_example_runs_as_written() {
     if !common::docker_ready() {
         return;

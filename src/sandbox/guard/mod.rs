@@ -118,6 +118,9 @@ pub type GuardedCommand = (Vec<String>, Vec<(String, String)>);
 pub struct Mode {
     pub session: bool,
     pub preload: Vec<String>,
+    /// `ask` rules a person approved for the one run this interpreter is for: not
+    /// enforced in it.
+    pub relaxed: Vec<String>,
 }
 
 /// One deny rule as a run-time layer reads it.
@@ -205,7 +208,7 @@ impl Guard {
         let rules = policy
             .rules
             .iter()
-            .filter(|rule| rule.action == Action::Deny)
+            .filter(|rule| rule.action.blocks())
             .filter_map(|rule| guard_rule(rule, language))
             .collect();
         let engine = PolicyEngine::new(policy.clone());
@@ -227,7 +230,7 @@ impl Guard {
                 })
                 .collect();
             let report = engine.check_analysis(&Analysis { facts, kind });
-            let finding = report.findings.iter().find(|f| f.action == Action::Deny)?;
+            let finding = report.findings.iter().find(|f| f.action.blocks())?;
             let rule = policy.rules.iter().find(|r| r.id == finding.rule)?;
             Some(RuleRef {
                 id: rule.id.clone(),
@@ -263,6 +266,24 @@ impl Guard {
                     socket: crate::sandbox::network::SOCKET_IN_SANDBOX,
                 },
             ),
+        }
+    }
+
+    /// This guard without the rules in `approved` (rule ids a person approved for one
+    /// run), and without the layers that stand for them.
+    pub fn relaxed(&self, approved: &[String]) -> Guard {
+        let kept = |rule: &Option<RuleRef>| rule.clone().filter(|r| !approved.contains(&r.id));
+        Guard {
+            rules: self
+                .rules
+                .iter()
+                .filter(|rule| !approved.contains(&rule.id))
+                .cloned()
+                .collect(),
+            kernel_floor: kept(&self.kernel_floor),
+            permission: kept(&self.permission),
+            codegen: kept(&self.codegen),
+            ..self.clone()
         }
     }
 
@@ -563,6 +584,7 @@ mod tests {
         let mode = Mode {
             session: true,
             preload: vec!["json".into()],
+            ..Mode::default()
         };
         let (argv, env) = guard.command(&interpreters, &mode).unwrap();
         assert_eq!(
@@ -641,6 +663,28 @@ mod tests {
         assert_eq!(
             install_input().len(),
             files().iter().map(|(_, b, _)| b.len()).sum::<usize>()
+        );
+    }
+
+    #[test]
+    fn an_approved_rule_is_left_out_of_that_runs_guard_only() {
+        let mut policy = Policy::preset("default").unwrap();
+        for rule in &mut policy.rules {
+            if rule.id == "process-exec" {
+                rule.action = Action::Ask;
+            }
+        }
+        // `ask` is enforced at run time as a denial...
+        let guard = Guard::new(&policy, Language::Python);
+        assert_eq!(guard.kernel_floor.as_ref().unwrap().id, "process-exec");
+        assert!(guard.rules.iter().any(|rule| rule.id == "process-exec"));
+        // ...but not for a run whose code a person approved.
+        let relaxed = guard.relaxed(&["process-exec".to_string()]);
+        assert!(relaxed.kernel_floor.is_none());
+        assert!(!relaxed.rules.iter().any(|rule| rule.id == "process-exec"));
+        assert!(
+            relaxed.rules.iter().any(|rule| rule.id == "dynamic-code"),
+            "the others stay"
         );
     }
 }
