@@ -94,10 +94,16 @@ pub fn check_result(result: &CheckResult) -> String {
             "Allowed by the sandbox policy `{}`: this code would run.\n",
             result.policy
         )
-    } else {
+    } else if result.findings.iter().any(|f| f.action == Action::Deny) {
         format!(
             "Denied by the sandbox policy `{}`: this code would not run. Rewrite it without \
              what is listed below.\n",
+            result.policy
+        )
+    } else {
+        format!(
+            "Needs the user's approval under the sandbox policy `{}`: this code runs only if \
+             the user says yes when asked (an `ask` rule, listed below).\n",
             result.policy
         )
     };

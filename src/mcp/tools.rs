@@ -108,9 +108,11 @@ impl CodeSandboxServer {
         }
         match check(self.engine.clone(), args.language, args.code).await {
             Ok(report) => {
-                audit.checked(Some(!report.denied()), &report.findings, None);
+                // Code an `ask` rule holds runs only after a person's yes: not "allowed".
+                let allowed = !report.denied() && report.asks().is_empty();
+                audit.checked(Some(allowed), &report.findings, None);
                 let result = CheckResult {
-                    allowed: !report.denied(),
+                    allowed,
                     findings: report.findings,
                     language: args.language,
                     policy: self.engine.policy().name.clone(),

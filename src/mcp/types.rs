@@ -280,7 +280,8 @@ impl RunResult {
 /// The structured result of `check_code`.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct CheckResult {
-    /// True when run_python_code / run_javascript_code would run this code.
+    /// True when run_python_code / run_javascript_code would run this code (false also
+    /// when an `ask` rule would first need the user's yes).
     pub allowed: bool,
     /// Every finding, denials and warnings, in source order.
     pub findings: Vec<Finding>,
