@@ -362,9 +362,7 @@ impl Runtime {
             };
             let (argv, env) = self.command_for(language, &files.interpreters, &mode)?;
             let egress = match &self.policy.network {
-                NetworkMode::Allow(allow) => {
-                    Some(self.egress.route(&self.instance.id, allow).await?)
-                }
+                NetworkMode::Allow(allow) => Some(self.egress.route(&self.instance, allow).await?),
                 _ => None,
             };
             let main = container::MainProcess {
@@ -732,6 +730,7 @@ impl Runtime {
             futures_util::future::join_all(stale.iter().map(|id| container::remove(docker, id)))
                 .await;
         }
+        super::network::sweep(&self.instance);
         (stale.len(), self.sweep_dead_volumes(docker).await)
     }
 

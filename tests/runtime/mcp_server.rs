@@ -892,8 +892,28 @@ async fn cleanup_removes_what_a_killed_server_left_and_nothing_of_a_live_one() {
         return;
     }
     let killed = TestImage::new("cleanup-killed", 2);
+    // With an allowlist, so that it also leaves its egress socket's folder.
+    let text = std::fs::read_to_string(&killed.policy_path).unwrap();
+    std::fs::write(
+        &killed.policy_path,
+        format!("{text}network:\n  allow: [\"localhost:1\"]\n"),
+    )
+    .unwrap();
     let live = TestImage::new("cleanup-live", 1);
     let mut victim = spawn_binary(&killed.policy_path, &[]);
+    let victim_pid = victim.id().unwrap();
+    let socket_folders = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| {
+                std::fs::read_to_string(path.join("owner.json")).is_ok_and(|owner| {
+                    owner.contains(&format!("\"code-sandbox-mcp.pid\":\"{victim_pid}\""))
+                })
+            })
+            .collect()
+    };
     let mut survivor = spawn_binary(&live.policy_path, &[]);
     let mut victim_client = process_client(&mut victim);
     let mut survivor_client = process_client(&mut survivor);
@@ -902,6 +922,11 @@ async fn cleanup_removes_what_a_killed_server_left_and_nothing_of_a_live_one() {
     let left = killed.wait_for_containers(|now| now.len() >= 2).await;
     assert!(left.len() >= 2, "the pool filled: {left:?}");
     live.wait_for_containers(|now| !now.is_empty()).await;
+    assert_eq!(
+        socket_folders().len(),
+        1,
+        "the killed server's socket folder"
+    );
     // SIGKILL: no chance to remove anything.
     victim.kill().await.unwrap();
     assert_eq!(killed.containers().len(), left.len());
@@ -925,6 +950,7 @@ async fn cleanup_removes_what_a_killed_server_left_and_nothing_of_a_live_one() {
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(removed >= left.len(), "{stdout}");
     assert!(killed.containers().is_empty(), "{:?}", killed.containers());
+    assert!(socket_folders().is_empty(), "{:?}", socket_folders());
     // The live server's warm container is its own business.
     assert!(
         !live.containers().is_empty(),

@@ -14,8 +14,10 @@ mod proxy;
 
 pub use proxy::{Refusal, RefusalLog};
 
+use super::instance::Instance;
 use super::SandboxError;
 use crate::policy::allowlist::HostRule;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,6 +47,36 @@ impl Route {
     }
 }
 
+/// The folders of the instances' sockets, in the host's temporary directory.
+const FOLDER_PREFIX: &str = "code-sandbox-mcp-egress-";
+/// The labels of the instance a folder is for.
+const OWNER_FILE: &str = "owner.json";
+
+/// Removes the socket folders of processes that are gone (a server killed with
+/// SIGKILL cannot remove its own); returns how many.
+pub fn sweep(instance: &Instance) -> usize {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with(FOLDER_PREFIX) {
+            continue;
+        }
+        let owner: Option<HashMap<String, String>> =
+            std::fs::read_to_string(entry.path().join(OWNER_FILE))
+                .ok()
+                .and_then(|text| serde_json::from_str(&text).ok());
+        if owner.is_some_and(|labels| instance.owner_is_gone(&labels, None))
+            && std::fs::remove_dir_all(entry.path()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// The egress of one instance: its proxy and socket, made on first use.
 #[derive(Default)]
 pub struct Egress {
@@ -54,14 +86,22 @@ pub struct Egress {
 
 impl Egress {
     /// The route, starting the proxy the first time.
-    pub async fn route(&self, instance: &str, allow: &[HostRule]) -> Result<Route, SandboxError> {
+    pub async fn route(
+        &self,
+        instance: &Instance,
+        allow: &[HostRule],
+    ) -> Result<Route, SandboxError> {
         self.made
             .get_or_try_init(|| async {
                 let failed = |doing: &str, error: std::io::Error| {
                     SandboxError::Engine(format!("{doing} for the egress proxy: {error}"))
                 };
-                let dir = std::env::temp_dir().join(format!("code-sandbox-mcp-{instance}"));
+                let dir = std::env::temp_dir().join(format!("{FOLDER_PREFIX}{}", instance.id));
                 std::fs::create_dir_all(&dir).map_err(|e| failed("making a folder", e))?;
+                // Whose folder it is, for the sweep of a process that is gone.
+                let owner = serde_json::to_string(&instance.labels()).expect("labels serialize");
+                std::fs::write(dir.join(OWNER_FILE), owner)
+                    .map_err(|e| failed("writing the owner", e))?;
                 let socket = dir.join("egress.sock");
                 let _ = std::fs::remove_file(&socket);
                 let listener = tokio::net::UnixListener::bind(&socket)
