@@ -182,6 +182,7 @@ async fn one_run(sandbox: &Sandbox) {
                 tap: None,
                 files: Vec::new(),
                 approved: Vec::new(),
+                packages: Vec::new(),
             },
             CancellationToken::new(),
         )

@@ -154,6 +154,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         tap: None,
         files: Vec::new(),
         approved: Vec::new(),
+        packages: Vec::new(),
     };
     let mut policy = engine.policy().clone();
     // One run, then exit: a warm pool would only start containers to throw away.

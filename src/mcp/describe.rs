@@ -227,6 +227,14 @@ fn outputs_in_words(policy: &Policy, language: Language) -> String {
                 .to_string(),
         );
     }
+    let (packages, _) = policy.packages.for_language(language);
+    if !packages.is_empty() {
+        parts.push(format!(
+            " Packages this policy installs on request (the `packages` argument, by name; \
+             installed once, then kept): {}.",
+            packages.join(", ")
+        ));
+    }
     if let Some(export) = &outputs.export {
         parts.push(format!(
             " Returned files are also saved in the project's {} folder.",

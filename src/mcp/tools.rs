@@ -163,6 +163,21 @@ impl CodeSandboxServer {
             Ok(files) => files,
             Err(message) => return not_run(RunStatus::InvalidInput, message),
         };
+        let (allowed, _) = policy.packages.for_language(language);
+        let key = match language {
+            Language::Python => "packages.python",
+            Language::JavaScript => "packages.javascript",
+        };
+        let packages = match crate::policy::packages::resolve(&args.packages, allowed, key) {
+            Ok(packages) => packages,
+            Err(message) => return not_run(RunStatus::InvalidInput, message),
+        };
+        if !packages.is_empty() && args.session.is_some() {
+            return not_run(
+                RunStatus::InvalidInput,
+                "packages cannot be installed into a session yet: run without `session`".into(),
+            );
+        }
         // A session's call is checked together with the calls it follows, so that a
         // name one call binds is judged where the next one uses it.
         let history = args
@@ -224,6 +239,7 @@ impl CodeSandboxServer {
                 .as_ref()
                 .map(|a| a.rules.clone())
                 .unwrap_or_default(),
+            packages,
         };
         tracing::debug!(%language, timeout_ms = timeout.as_millis() as u64, "dispatching to the sandbox");
         let ran = match &args.session {

@@ -27,6 +27,11 @@ pub struct RunCodeArgs {
     /// so the code can open them by name: data to analyse, a config, a helper module.
     #[serde(default)]
     pub files: Vec<FileArg>,
+    /// Optional packages to have installed for this run, by name: only those the
+    /// policy's `packages` lists (the tool description names them). Installed once,
+    /// then kept for later runs that ask for the same set.
+    #[serde(default)]
+    pub packages: Vec<String>,
     /// Set by the server itself when the request carried code that is not valid UTF-8
     /// (see `sanitize`); never part of the advertised schema.
     #[serde(default, rename = "__invalid_utf8")]

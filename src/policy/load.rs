@@ -505,6 +505,7 @@ fn merge(
                 outputs: Default::default(),
                 mounts: Vec::new(),
                 audit: None,
+                packages: Default::default(),
                 rules: Vec::new(),
             }
         }
@@ -566,6 +567,23 @@ fn merge(
         settings.inline_text = outputs.inline_text.unwrap_or(settings.inline_text);
         if let Some(export) = outputs.export {
             settings.export = Some(super::host_paths::export(label, text, dir, export)?);
+        }
+    }
+    if let Some(packages) = file.packages {
+        let settings = &mut policy.packages;
+        settings.python = packages
+            .python
+            .unwrap_or(std::mem::take(&mut settings.python));
+        settings.javascript = packages
+            .javascript
+            .unwrap_or(std::mem::take(&mut settings.javascript));
+        if let Some(index) = packages.index {
+            if let Some(python) = index.python {
+                settings.python_index = python;
+            }
+            if let Some(javascript) = index.javascript {
+                settings.javascript_registry = javascript;
+            }
         }
     }
     if let Some(audit) = file.audit {

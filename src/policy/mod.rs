@@ -7,6 +7,7 @@ mod glob;
 mod host_paths;
 mod load;
 mod overrides;
+pub mod packages;
 mod schema;
 mod units;
 
@@ -14,6 +15,6 @@ pub use engine::{Finding, InputError, Layer, PolicyEngine, Report};
 pub use load::{PolicyError, PolicySource, PRESETS, PROJECT_FILE, STARTER_POLICY};
 pub use schema::{
     Action, Audit, EngineKind, EnvPolicy, Export, Images, Limits, Matcher, Mount, NetworkMode,
-    Outputs, Policy, PoolSettings, Rule, SessionSettings,
+    Outputs, Packages, Policy, PoolSettings, Rule, SessionSettings,
 };
 pub use units::{ByteSize, HumanDuration};

@@ -34,6 +34,8 @@ pub struct PolicyFile {
     pub mounts: Option<Vec<MountFile>>,
     /// The audit log: one JSON line per tool call (opt-in).
     pub audit: Option<AuditFile>,
+    /// Packages a run may ask to have installed.
+    pub packages: Option<PackagesFile>,
     /// Rules are merged by `id`: an entry whose id the parent has changes only the keys
     /// it gives (say, `action: off`); an entry with a new id adds a rule.
     pub rules: Option<Vec<RuleFile>>,
@@ -125,6 +127,25 @@ pub struct ExportFile {
     #[serde(deserialize_with = "checked::host_path")]
     pub path: String,
     pub overwrite: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackagesFile {
+    #[serde(default, deserialize_with = "checked::package_specs")]
+    pub python: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "checked::package_specs")]
+    pub javascript: Option<Vec<String>>,
+    pub index: Option<PackageIndexFile>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageIndexFile {
+    #[serde(default, deserialize_with = "checked::index_url")]
+    pub python: Option<String>,
+    #[serde(default, deserialize_with = "checked::index_url")]
+    pub javascript: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -333,7 +354,39 @@ pub struct Policy {
     pub mounts: Vec<Mount>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<Audit>,
+    pub packages: Packages,
     pub rules: Vec<Rule>,
+}
+
+/// The packages a run may ask for, and where they come from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Packages {
+    pub python: Vec<String>,
+    pub javascript: Vec<String>,
+    /// A PEP 503 simple index.
+    pub python_index: String,
+    /// An npm registry.
+    pub javascript_registry: String,
+}
+
+impl Default for Packages {
+    fn default() -> Packages {
+        Packages {
+            python: Vec::new(),
+            javascript: Vec::new(),
+            python_index: "https://pypi.org/simple".into(),
+            javascript_registry: "https://registry.npmjs.org".into(),
+        }
+    }
+}
+
+impl Packages {
+    pub fn for_language(&self, language: crate::analysis::Language) -> (&[String], &str) {
+        match language {
+            crate::analysis::Language::Python => (&self.python, &self.python_index),
+            crate::analysis::Language::JavaScript => (&self.javascript, &self.javascript_registry),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -818,6 +871,26 @@ mod checked {
             }
         }
         d.deserialize_seq(Names(expecting, valid)).map(Some)
+    }
+
+    /// Package specs: a name, and at most a version requirement.
+    pub fn package_specs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+        names(d, "a list of packages", |spec| {
+            crate::policy::packages::valid_spec(spec)
+        })
+    }
+
+    /// A package index: an `http` or `https` URL.
+    pub fn index_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        check(d, |url: &String| {
+            if crate::analysis::urls::host_and_port(url).is_some()
+                && (url.starts_with("http://") || url.starts_with("https://"))
+            {
+                Ok(())
+            } else {
+                Err(format!("`{url}` is not an http(s) URL of a package index"))
+            }
+        })
     }
 
     /// A host path as a policy names it: not empty, no NUL.

@@ -48,8 +48,11 @@ pub struct MainProcess {
     pub env: Vec<(String, String)>,
     /// The volume holding the guard files, mounted read-only at the guard's place.
     pub guard_volume: String,
-    /// Under a network allowlist: the network and proxy the container uses.
+    /// Under a network allowlist, and in the package install step: the proxy's socket.
     pub egress: Option<super::network::Route>,
+    /// A volume of installed packages, and whether this container writes it (the
+    /// install step, which runs as root so that it can write a fresh volume).
+    pub packages: Option<(String, bool)>,
 }
 
 /// The create request for one sandbox container of `image` under `policy`.
@@ -72,9 +75,9 @@ pub fn create_body(
     let host_config = HostConfig {
         // An allowlist is no network either: its one way out is the proxy's socket.
         network_mode: Some(
-            match policy.network {
-                NetworkMode::Bridge => "bridge",
-                NetworkMode::None | NetworkMode::Allow(_) => "none",
+            match (&policy.network, &main.egress) {
+                (NetworkMode::Bridge, None) => "bridge",
+                _ => "none",
             }
             .to_string(),
         ),
@@ -89,6 +92,13 @@ pub fn create_body(
                     source: Some(mount.host.to_string_lossy().into_owned()),
                     typ: Some(MountType::BIND),
                     read_only: Some(!mount.rw),
+                    ..Default::default()
+                }))
+                .chain(main.packages.iter().map(|(volume, writable)| Mount {
+                    target: Some(super::packages::MOUNT.to_string()),
+                    source: Some(volume.clone()),
+                    typ: Some(MountType::VOLUME),
+                    read_only: Some(!writable),
                     ..Default::default()
                 }))
                 .chain(main.egress.iter().map(|route| Mount {
@@ -126,9 +136,12 @@ pub fn create_body(
         entrypoint: Some(main.argv.clone()),
         cmd: Some(Vec::new()),
         env: Some(env),
-        user: Some(SANDBOX_USER.to_string()),
+        user: Some(match main.packages {
+            Some((_, true)) => "0".to_string(),
+            _ => SANDBOX_USER.to_string(),
+        }),
         working_dir: Some(WORKDIR.to_string()),
-        network_disabled: Some(policy.network != NetworkMode::Bridge),
+        network_disabled: Some(policy.network != NetworkMode::Bridge || main.egress.is_some()),
         labels: Some(instance.labels()),
         host_config: Some(host_config),
         ..attached()
@@ -382,6 +395,7 @@ mod tests {
             env: vec![("A".into(), "b".into())],
             guard_volume: "guard".into(),
             egress: None,
+            packages: None,
         }
     }
 

@@ -35,6 +35,7 @@ mod instance;
 pub mod network;
 mod output;
 pub mod outputs;
+pub mod packages;
 mod pool;
 mod runtime;
 mod session;
@@ -73,6 +74,9 @@ pub struct RunRequest {
     /// is started without them (not a warm one). In a session the session's
     /// interpreter, started before, still enforces them.
     pub approved: Vec<String>,
+    /// Package specs to have installed for this run (resolved against the policy's
+    /// `packages:` by the caller); the run gets a container of its own with them.
+    pub packages: Vec<String>,
 }
 
 /// Chunks of output as the program writes them.

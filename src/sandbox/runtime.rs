@@ -31,6 +31,8 @@ pub(super) type Permit = Arc<tokio::sync::OwnedSemaphorePermit>;
 /// How long `shutdown` waits for container creations already sent to the engine, so
 /// that their containers are known and removed too.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
+/// How long a package install step may take.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 /// Rounds of "list what is left, remove it" at shutdown: a removal another task started
 /// answers 409 to ours and may still be under way when ours returns.
 const SHUTDOWN_REMOVAL_ROUNDS: u32 = 50;
@@ -47,8 +49,12 @@ pub struct Runtime {
     images: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
     /// The image each language runs in, once chosen among the policy's choices.
     chosen: Mutex<HashMap<Language, String>>,
-    /// Under a network allowlist: the network and the proxy, made on first use.
+    /// Under a network allowlist: the proxy the runs reach, made on first use.
     egress: Egress,
+    /// The proxy of the package install step, whose list is the package indexes.
+    install_egress: Egress,
+    /// The package sets installed (or found installed) by this instance, by volume.
+    package_sets: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
     pool: Pool<Interpreter>,
     permits: Arc<Semaphore>,
     pub(super) closing: CancellationToken,
@@ -84,7 +90,9 @@ impl Runtime {
             swept: AtomicBool::new(false),
             images: Mutex::new(HashMap::new()),
             chosen: Mutex::new(HashMap::new()),
-            egress: Egress::default(),
+            egress: Egress::new("run"),
+            install_egress: Egress::new("install"),
+            package_sets: Mutex::new(HashMap::new()),
             pool,
             permits: Arc::new(Semaphore::new(permits)),
             closing: CancellationToken::new(),
@@ -150,14 +158,23 @@ impl Runtime {
     ) -> Result<RunOutcome, SandboxError> {
         let (permit, docker, timeout) = self.admit(&request, &cancel).await?;
         let language = request.language();
-        let mut interpreter = if request.approved.is_empty() {
+        let packages = if request.packages.is_empty() {
+            None
+        } else {
+            Some(
+                self.ensure_packages(&docker, language, &request.packages, &cancel, &permit)
+                    .await?,
+            )
+        };
+        let mut interpreter = if request.approved.is_empty() && packages.is_none() {
             self.interpreter_for(&docker, language, &cancel, &permit)
                 .await?
         } else {
-            // A person approved this run's `ask` rules: a container of its own, whose
-            // guard leaves out just those.
+            // A person approved this run's `ask` rules, or it has packages: a container
+            // of its own, whose guard leaves out just the approved rules.
             let mode = Mode {
                 relaxed: request.approved.clone(),
+                packages,
                 ..Mode::default()
             };
             self.start_cancellable(&docker, language, mode, &cancel, &permit)
@@ -357,19 +374,37 @@ impl Runtime {
         let started = async {
             let files = self.guard_files(docker, &image).await?;
             let mode = Mode {
-                preload: self.policy.pool.preload.for_language(language).to_vec(),
+                // The install step imports nothing but what it runs.
+                preload: if mode.install {
+                    Vec::new()
+                } else {
+                    self.policy.pool.preload.for_language(language).to_vec()
+                },
                 ..mode
             };
-            let (argv, env) = self.command_for(language, &files.interpreters, &mode)?;
-            let egress = match &self.policy.network {
-                NetworkMode::Allow(allow) => Some(self.egress.route(&self.instance, allow).await?),
-                _ => None,
+            let (argv, mut env) = self.command_for(language, &files.interpreters, &mode)?;
+            let egress = if mode.install {
+                let (_, python_index) = self.policy.packages.for_language(Language::Python);
+                let (_, registry) = self.policy.packages.for_language(Language::JavaScript);
+                let hosts = super::packages::index_hosts(&[python_index, registry]);
+                Some(self.install_egress.route(&self.instance, &hosts).await?)
+            } else {
+                match &self.policy.network {
+                    NetworkMode::Allow(allow) => {
+                        Some(self.egress.route(&self.instance, allow).await?)
+                    }
+                    _ => None,
+                }
             };
+            if mode.packages.is_some() && !mode.install {
+                env.extend(super::packages::run_env(language));
+            }
             let main = container::MainProcess {
                 argv,
                 env,
                 guard_volume: files.volume.clone(),
                 egress,
+                packages: mode.packages.clone().map(|volume| (volume, mode.install)),
             };
             self.create(docker, &image, &main).await
         }
@@ -615,6 +650,84 @@ impl Runtime {
         Ok(image)
     }
 
+    /// The volume holding `specs` installed for `language`: installed now, in a step of
+    /// its own, unless this instance (or an earlier one: the volume keeps a marker)
+    /// installed the same set before.
+    async fn ensure_packages(
+        self: &Arc<Self>,
+        docker: &Docker,
+        language: Language,
+        specs: &[String],
+        cancel: &CancellationToken,
+        permit: &Permit,
+    ) -> Result<String, SandboxError> {
+        let (_, index) = self.policy.packages.for_language(language);
+        let program = super::packages::install_program(language, index, specs)
+            .map_err(SandboxError::Engine)?;
+        let image = self.image(language);
+        let key = super::packages::key(language, &image, index, specs);
+        let volume = super::packages::volume_name(&key);
+        let cell = once_per_image(&self.package_sets, &volume);
+        cell.get_or_try_init(|| async {
+            let request = bollard::models::VolumeCreateRequest {
+                name: Some(volume.clone()),
+                labels: Some(HashMap::from([(
+                    super::packages::LABEL.to_string(),
+                    key.clone(),
+                )])),
+                ..Default::default()
+            };
+            docker.create_volume(request).await.map_err(|error| {
+                container::engine_error("making the packages volume".into(), error)
+            })?;
+            let mode = Mode {
+                install: true,
+                relaxed: self
+                    .policy
+                    .rules
+                    .iter()
+                    .map(|rule| rule.id.clone())
+                    .collect(),
+                packages: Some(volume.clone()),
+                ..Mode::default()
+            };
+            let mut installer = self
+                .start_cancellable(docker, language, mode, cancel, permit)
+                .await?;
+            let id = installer.container.clone();
+            let program = Program {
+                file: match language {
+                    Language::Python => crate::analysis::SourceKind::Python,
+                    Language::JavaScript => crate::analysis::SourceKind::CommonJs,
+                }
+                .file_name(),
+                code: program.into_bytes(),
+                env: Vec::new(),
+                tap: None,
+                call: None,
+                files: Vec::new(),
+            };
+            let installed = self
+                .send(docker, &mut installer, &program, INSTALL_TIMEOUT, cancel)
+                .await;
+            self.discard(docker, &id).await;
+            let installed = installed?;
+            if installed.exit_code != 0 || installed.timed_out {
+                let stderr = installed.stderr.trim();
+                let tail = &stderr[stderr.len().saturating_sub(2000)..];
+                return Err(SandboxError::Engine(format!(
+                    "installing {} failed (exit {}): {tail}",
+                    specs.join(", "),
+                    installed.exit_code
+                )));
+            }
+            tracing::info!(volume, packages = %specs.join(" "), "packages installed");
+            Ok(())
+        })
+        .await?;
+        Ok(volume)
+    }
+
     /// What `language`'s image offers (connecting, choosing and pulling the image, and
     /// setting its guard files up, when that has not happened yet).
     pub async fn environment(
@@ -707,6 +820,7 @@ impl Runtime {
         }
         // The egress network and the guard volumes go once no container uses them.
         self.egress.remove();
+        self.install_egress.remove();
         for (name, _) in container::list_volumes_labelled(&docker, &own).await {
             container::remove_volume(&docker, &name).await;
         }

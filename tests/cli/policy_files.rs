@@ -243,6 +243,8 @@ fn errors_name_file_line_column_and_key() {
         ("network:\n  hosts: [pypi.org]\n", "allowkey.yaml:2", &["unknown field `hosts`, expected `allow`"]),
         ("audit:\n  path: ../../elsewhere/audit.jsonl\n", "auditout.yaml:2", &["audit.path", "outside the project"]),
         ("audit:\n  file: audit.jsonl\n", "auditkey.yaml:2", &["unknown field `file`, expected `path`"]),
+        ("packages:\n  python: [numpy, \"pandas --index-url http://x\"]\n", "pkgspec.yaml:2:19", &["packages.python[1]", "only a version requirement may follow"]),
+        ("packages:\n  index:\n    python: ftp://mirror/simple\n", "pkgindex.yaml:3:13", &["packages.index.python", "not an http(s) URL"]),
         ("outputs:\n  figures: yes please\n", "ofig.yaml:2", &["outputs.figures"]),
         ("outputs:\n  export:\n    path: ../../elsewhere\n", "oexp.yaml:3", &["outputs.export.path", "outside the project", "absolute path"]),
         ("mounts:\n  - source: ./missing\n    target: /data\n", "mmiss.yaml:2", &["mounts[].source", "cannot use `./missing`"]),

@@ -239,5 +239,6 @@ pub fn request(
         tap: None,
         files: Vec::new(),
         approved: Vec::new(),
+        packages: Vec::new(),
     }
 }

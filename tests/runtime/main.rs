@@ -13,5 +13,6 @@ mod guard;
 mod mcp_server;
 mod network;
 mod outputs;
+mod packages;
 mod sandbox;
 mod sessions;

@@ -121,6 +121,11 @@ pub struct Mode {
     /// `ask` rules a person approved for the one run this interpreter is for: not
     /// enforced in it.
     pub relaxed: Vec<String>,
+    /// The package install step: no rules (the program is the server's own), and the
+    /// relay to the egress proxy, whose list for it is the package index.
+    pub install: bool,
+    /// The engine volume of installed packages the container mounts.
+    pub packages: Option<String>,
 }
 
 /// One deny rule as a run-time layer reads it.
@@ -308,6 +313,10 @@ impl Guard {
             #[serde(skip_serializing_if = "Option::is_none")]
             relay: Option<&'a Relay>,
         }
+        let install_relay = Relay {
+            port: crate::sandbox::network::RELAY_PORT,
+            socket: crate::sandbox::network::SOCKET_IN_SANDBOX,
+        };
         serde_json::to_string(&Settings {
             marker: MARKER,
             main,
@@ -321,7 +330,11 @@ impl Guard {
             permission_rule: self.permission.as_ref(),
             codegen_rule: self.codegen.as_ref(),
             outputs: &self.outputs,
-            relay: self.relay.as_ref(),
+            relay: if mode.install {
+                Some(&install_relay)
+            } else {
+                self.relay.as_ref()
+            },
         })
         .expect("guard settings serialize")
     }

@@ -9,6 +9,8 @@
 ARG BASE=debian:trixie-slim
 FROM ${BASE}
 
+# pip is there for the policy's `packages:` (installed in a step of their own, into a
+# cache the runs mount read-only), never for the code a run executes.
 # Recommends are left out: they bring fonts, documentation and GUI toolkits that a
 # headless sandbox never uses. The lists go afterwards, as the image never runs apt.
 RUN set -eux; \
@@ -27,6 +29,7 @@ RUN set -eux; \
         python3-bs4 \
         python3-sympy \
         python3-seaborn \
+        python3-pip \
     ; \
     apt-get clean; \
     rm -rf /var/lib/apt/lists/*

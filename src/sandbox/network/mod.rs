@@ -78,13 +78,22 @@ pub fn sweep(instance: &Instance) -> usize {
 }
 
 /// The egress of one instance: its proxy and socket, made on first use.
-#[derive(Default)]
 pub struct Egress {
+    /// Which of the instance's proxies (`run`, `install`): part of the folder's name.
+    purpose: &'static str,
     log: Arc<RefusalLog>,
     made: OnceCell<(Route, tokio::task::AbortHandle)>,
 }
 
 impl Egress {
+    pub fn new(purpose: &'static str) -> Egress {
+        Egress {
+            purpose,
+            log: Arc::default(),
+            made: OnceCell::new(),
+        }
+    }
+
     /// The route, starting the proxy the first time.
     pub async fn route(
         &self,
@@ -96,7 +105,8 @@ impl Egress {
                 let failed = |doing: &str, error: std::io::Error| {
                     SandboxError::Engine(format!("{doing} for the egress proxy: {error}"))
                 };
-                let dir = std::env::temp_dir().join(format!("{FOLDER_PREFIX}{}", instance.id));
+                let dir = std::env::temp_dir()
+                    .join(format!("{FOLDER_PREFIX}{}-{}", self.purpose, instance.id));
                 std::fs::create_dir_all(&dir).map_err(|e| failed("making a folder", e))?;
                 // Whose folder it is, for the sweep of a process that is gone.
                 let owner = serde_json::to_string(&instance.labels()).expect("labels serialize");

@@ -1,0 +1,186 @@
+//! Package installs against a package index of the test's own: a PEP 503 simple index
+//! this test serves on the host's loopback, with a wheel it builds itself. The install
+//! step reaches it through the egress proxy; the run itself keeps `network: none`.
+
+use crate::common;
+use crate::common::mcp_client::{is_error, structured, InProcess, TestImage};
+use code_sandbox_mcp::analysis::Language;
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A wheel of `tinypkg` 1.0, built with the host's Python (zipfile, a RECORD).
+fn tiny_wheel() -> Vec<u8> {
+    let dir = common::scratch("tiny-wheel");
+    let path = dir.join("tinypkg-1.0-py3-none-any.whl");
+    let script = "import base64, hashlib, sys, zipfile\n\
+                  files = {'tinypkg/__init__.py': \"VALUE = 'from the local index'\\n\",\n\
+                  \x20        'tinypkg-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\\nName: tinypkg\\nVersion: 1.0\\n',\n\
+                  \x20        'tinypkg-1.0.dist-info/WHEEL': 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}\n\
+                  record = []\n\
+                  with zipfile.ZipFile(sys.argv[1], 'w') as whl:\n\
+                  \x20   for name, text in files.items():\n\
+                  \x20       data = text.encode()\n\
+                  \x20       whl.writestr(name, data)\n\
+                  \x20       digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()\n\
+                  \x20       record.append('%s,sha256=%s,%d' % (name, digest, len(data)))\n\
+                  \x20   record.append('tinypkg-1.0.dist-info/RECORD,,')\n\
+                  \x20   whl.writestr('tinypkg-1.0.dist-info/RECORD', '\\n'.join(record) + '\\n')\n";
+    let status = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read(&path).unwrap()
+}
+
+/// Serves the index for `wheel` on loopback; returns its port and a request counter.
+async fn serve_index(wheel: Vec<u8>) -> (u16, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counter = requests.clone();
+    let wheel = Arc::new(wheel);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let (wheel, counter) = (wheel.clone(), counter.clone());
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 8192];
+                let read = stream.read(&mut buffer).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buffer[..read]).to_string();
+                let path = request.split(' ').nth(1).unwrap_or("/").to_string();
+                counter.fetch_add(1, Ordering::SeqCst);
+                let (kind, body): (&str, Vec<u8>) = if path.starts_with("/files/") {
+                    ("application/octet-stream", wheel.to_vec())
+                } else if path.trim_end_matches('/').ends_with("/simple/tinypkg") {
+                    let name = "tinypkg-1.0-py3-none-any.whl";
+                    let link =
+                        format!("<html><body><a href=\"/files/{name}\">{name}</a></body></html>");
+                    ("text/html", link.into_bytes())
+                } else {
+                    ("text/plain", b"not found".to_vec())
+                };
+                let status = if kind == "text/plain" {
+                    "404 Not Found"
+                } else {
+                    "200 OK"
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(&body).await;
+            });
+        }
+    });
+    (port, requests)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_package_installs_once_and_the_rest_is_refused() {
+    if !common::docker_ready() {
+        return;
+    }
+    let (port, requests) = serve_index(tiny_wheel()).await;
+    let base = common::library_image(Language::Python);
+    let image = TestImage::of(base, "packages", 0);
+    let text = std::fs::read_to_string(&image.policy_path).unwrap();
+    std::fs::write(
+        &image.policy_path,
+        format!(
+            "{text}packages:\n  python: [tinypkg]\n  index:\n    python: \"http://localhost:{port}/simple\"\n"
+        ),
+    )
+    .unwrap();
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let code = "import socket, tinypkg\nprint(tinypkg.VALUE)\n\
+                try:\n    socket.create_connection(('127.0.0.1', 1), timeout=1)\nexcept OSError as error:\n    print('run network:', type(error).__name__)\n";
+    let first = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": code, "packages": ["tinypkg"]}),
+        )
+        .await;
+    assert!(!is_error(&first), "{first}");
+    assert!(
+        structured(&first)["stdout"]
+            .as_str()
+            .unwrap()
+            .starts_with("from the local index\nrun network:"),
+        "{first}"
+    );
+    let fetched = requests.load(Ordering::SeqCst);
+    assert!(fetched >= 2, "the index page and the wheel: {fetched}");
+
+    // The same set again: installed already, the index is not asked.
+    let second = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": "import tinypkg\nprint(tinypkg.VALUE)", "packages": ["TinyPkg"]}),
+        )
+        .await;
+    assert_eq!(
+        structured(&second)["stdout"],
+        "from the local index\n",
+        "{second}"
+    );
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        fetched,
+        "the cache served it"
+    );
+
+    // Without asking for it, the run does not have it.
+    let without = server
+        .client
+        .call_tool("run_python_code", json!({"code": "import tinypkg"}))
+        .await;
+    assert!(
+        structured(&without)["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("ModuleNotFoundError"),
+        "{without}"
+    );
+
+    // A package the policy does not list is refused before anything runs.
+    let refused = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": "print(1)", "packages": ["requests"]}),
+        )
+        .await;
+    assert!(is_error(&refused), "{refused}");
+    assert_eq!(structured(&refused)["status"], "invalid_input");
+    assert!(
+        structured(&refused)["message"]
+            .as_str()
+            .unwrap()
+            .contains("`requests` is not allowed"),
+        "{refused}"
+    );
+    server.close().await;
+    // The set's volume stays for the next server: it is the cache. (This test's own
+    // index, on a port of its own, makes it a set no other run asks for: removed.)
+    let key = code_sandbox_mcp::sandbox::packages::key(
+        Language::Python,
+        &image.tag,
+        &format!("http://localhost:{port}/simple"),
+        &["tinypkg".to_string()],
+    );
+    let volume = code_sandbox_mcp::sandbox::packages::volume_name(&key);
+    let removed = std::process::Command::new("docker")
+        .args(["volume", "rm", &volume])
+        .output()
+        .unwrap();
+    assert!(
+        removed.status.success(),
+        "the set's volume {volume} was kept: {removed:?}"
+    );
+}
