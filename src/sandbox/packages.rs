@@ -6,9 +6,11 @@
 //! policy. A set already installed (by this server, or by an earlier one: the volume
 //! keeps a marker) costs nothing more.
 //!
-//! Python only, for now: pip runs inside the image's own interpreter, under the
-//! bootstrap (for its relay to the proxy), with `--only-binary=:all:` so that no
-//! package's build code runs, into `/opt/packages/python`, which `PYTHONPATH` names.
+//! The image's own installer runs inside its interpreter, under the bootstrap (for its
+//! relay to the proxy), without starting processes or running package code: pip with
+//! `--only-binary=:all:` into `/opt/packages/python` (`PYTHONPATH`), npm with
+//! `--ignore-scripts` into `/opt/packages/javascript` (`NODE_PATH`, which `require`
+//! reads; ES `import` does not).
 
 use crate::analysis::Language;
 use crate::policy::allowlist::HostRule;
@@ -109,10 +111,48 @@ pub fn install_program(
                  print('installed')\n"
             ))
         }
-        Language::JavaScript => Err(
-            "installing JavaScript packages is not supported yet; only Python's (packages.python)"
-                .to_string(),
-        ),
+        Language::JavaScript => {
+            let proxy = format!("http://127.0.0.1:{}", super::network::RELAY_PORT);
+            let mut args: Vec<String> = vec![
+                "install".into(),
+                "--prefix".into(),
+                format!("{MOUNT}/javascript"),
+                "--ignore-scripts".into(),
+                "--no-audit".into(),
+                "--no-fund".into(),
+                "--no-update-notifier".into(),
+                "--loglevel=error".into(),
+                "--registry".into(),
+                index.to_string(),
+                "--proxy".into(),
+                proxy.clone(),
+                "--https-proxy".into(),
+                proxy,
+                "--cache".into(),
+                format!("{MOUNT}/.npm-cache"),
+            ];
+            args.extend(specs.iter().cloned());
+            let args = serde_json::to_string(&args).expect("strings serialize");
+            // npm runs in this interpreter (no process is started), as its own command
+            // line would run it; the marker is written once it has exited well.
+            Ok(format!(
+                "const fs = require('fs');\n\
+                 const marker = '{MOUNT}/.complete';\n\
+                 if (fs.existsSync(marker)) {{\n\
+                 \x20 console.log('installed');\n\
+                 }} else {{\n\
+                 \x20 fs.mkdirSync('{MOUNT}/javascript', {{ recursive: true }});\n\
+                 \x20 process.on('exit', (code) => {{\n\
+                 \x20   if ((process.exitCode ?? code ?? 0) == 0) {{ fs.writeFileSync(marker, ''); console.log('installed'); }}\n\
+                 \x20 }});\n\
+                 \x20 const cli = ['/usr/share/nodejs', '/usr/share/node_modules', '/usr/lib/node_modules', '/usr/local/lib/node_modules']\n\
+                 \x20   .map((dir) => dir + '/npm/lib/cli.js').find((file) => fs.existsSync(file));\n\
+                 \x20 if (!cli) throw new Error('this image has no npm, which installing packages needs');\n\
+                 \x20 process.argv = [process.execPath, 'npm', ...{args}];\n\
+                 \x20 require(cli)(process);\n\
+                 }}\n"
+            ))
+        }
     }
 }
 

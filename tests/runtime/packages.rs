@@ -184,3 +184,157 @@ async fn an_allowed_package_installs_once_and_the_rest_is_refused() {
         "the set's volume {volume} was kept: {removed:?}"
     );
 }
+
+/// A tarball of the npm package `tinylib` 1.0.0, and its sha1 and sha512 integrity.
+fn tiny_tarball() -> (Vec<u8>, String, String) {
+    let dir = common::scratch("tiny-tarball");
+    let path = dir.join("tinylib-1.0.0.tgz");
+    let script = "import base64, hashlib, io, json, sys, tarfile\n\
+                  files = {'package/package.json': json.dumps({'name': 'tinylib', 'version': '1.0.0', 'main': 'index.js'}),\n\
+                  \x20        'package/index.js': \"module.exports = { value: 'from the local registry' };\\n\"}\n\
+                  buffer = io.BytesIO()\n\
+                  with tarfile.open(fileobj=buffer, mode='w:gz') as tar:\n\
+                  \x20   for name, text in files.items():\n\
+                  \x20       data = text.encode()\n\
+                  \x20       info = tarfile.TarInfo(name)\n\
+                  \x20       info.size = len(data)\n\
+                  \x20       info.mode = 0o644\n\
+                  \x20       tar.addfile(info, io.BytesIO(data))\n\
+                  data = buffer.getvalue()\n\
+                  open(sys.argv[1], 'wb').write(data)\n\
+                  print(hashlib.sha1(data).hexdigest(), 'sha512-' + base64.b64encode(hashlib.sha512(data).digest()).decode())\n";
+    let output = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    let (sha1, integrity) = text.trim().split_once(' ').unwrap();
+    (
+        std::fs::read(&path).unwrap(),
+        sha1.to_string(),
+        integrity.to_string(),
+    )
+}
+
+/// Serves a registry with `tinylib` on loopback; returns its port and a request counter.
+async fn serve_registry() -> (u16, Arc<AtomicUsize>) {
+    let (tarball, sha1, integrity) = tiny_tarball();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let metadata = json!({
+        "name": "tinylib",
+        "dist-tags": {"latest": "1.0.0"},
+        "versions": {"1.0.0": {
+            "name": "tinylib", "version": "1.0.0", "main": "index.js",
+            "dist": {
+                "tarball": format!("http://localhost:{port}/tinylib/-/tinylib-1.0.0.tgz"),
+                "shasum": sha1, "integrity": integrity
+            }
+        }}
+    })
+    .to_string();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counter = requests.clone();
+    let (tarball, metadata) = (Arc::new(tarball), Arc::new(metadata));
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let (tarball, metadata, counter) = (tarball.clone(), metadata.clone(), counter.clone());
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 8192];
+                let read = stream.read(&mut buffer).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buffer[..read]).to_string();
+                let path = request.split(' ').nth(1).unwrap_or("/").to_string();
+                counter.fetch_add(1, Ordering::SeqCst);
+                let (status, kind, body): (&str, &str, Vec<u8>) = if path.ends_with(".tgz") {
+                    ("200 OK", "application/octet-stream", tarball.to_vec())
+                } else if path.trim_end_matches('/').ends_with("/tinylib") {
+                    ("200 OK", "application/json", metadata.as_bytes().to_vec())
+                } else {
+                    ("404 Not Found", "application/json", b"{}".to_vec())
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(&body).await;
+            });
+        }
+    });
+    (port, requests)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_npm_package_installs_once() {
+    if !common::docker_ready() {
+        return;
+    }
+    let (port, requests) = serve_registry().await;
+    let base = common::library_image(Language::JavaScript);
+    let image = TestImage::of(base, "npm-packages", 0);
+    let text = std::fs::read_to_string(&image.policy_path).unwrap();
+    let registry = format!("http://localhost:{port}");
+    std::fs::write(
+        &image.policy_path,
+        format!(
+            "{text}packages:\n  javascript: [tinylib]\n  index:\n    javascript: \"{registry}\"\n"
+        ),
+    )
+    .unwrap();
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let code = "console.log(require('tinylib').value);";
+    let first = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({"code": code, "packages": ["tinylib"]}),
+        )
+        .await;
+    assert_eq!(
+        structured(&first)["stdout"],
+        "from the local registry\n",
+        "{first}"
+    );
+    let fetched = requests.load(Ordering::SeqCst);
+    assert!(fetched >= 2, "the metadata and the tarball: {fetched}");
+    let second = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({"code": code, "packages": ["tinylib"]}),
+        )
+        .await;
+    assert_eq!(
+        structured(&second)["stdout"],
+        "from the local registry\n",
+        "{second}"
+    );
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        fetched,
+        "the cache served it"
+    );
+    let refused = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({"code": code, "packages": ["left-pad"]}),
+        )
+        .await;
+    assert_eq!(structured(&refused)["status"], "invalid_input", "{refused}");
+    server.close().await;
+    let key = code_sandbox_mcp::sandbox::packages::key(
+        Language::JavaScript,
+        &image.tag,
+        &registry,
+        &["tinylib".to_string()],
+    );
+    let volume = code_sandbox_mcp::sandbox::packages::volume_name(&key);
+    let removed = std::process::Command::new("docker")
+        .args(["volume", "rm", &volume])
+        .output()
+        .unwrap();
+    assert!(removed.status.success(), "{volume}: {removed:?}");
+}

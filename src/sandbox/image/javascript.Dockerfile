@@ -11,6 +11,8 @@ FROM ${BASE}
 
 # Recommends are left out: they bring documentation and build tools (npm, gyp) that a
 # sandbox never uses. The lists go afterwards, as the image never runs apt.
+# npm is there for the policy's `packages:` (installed in a step of their own, into a
+# cache the runs mount read-only), never for the code a run executes.
 RUN set -eux; \
     export DEBIAN_FRONTEND=noninteractive; \
     apt-get update; \
@@ -25,6 +27,7 @@ RUN set -eux; \
         node-marked \
         node-cheerio \
         node-d3 \
+        npm \
     ; \
     apt-get clean; \
     rm -rf /var/lib/apt/lists/*
