@@ -10,6 +10,33 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// Removes a package set's volume when dropped, however the test ends: a set asked for
+/// from this test's own index (on a port of its own) is no other run's cache.
+struct SetVolume(String);
+
+impl SetVolume {
+    fn of(language: Language, image: &str, index: &str, spec: &str) -> SetVolume {
+        let key =
+            code_sandbox_mcp::sandbox::packages::key(language, image, index, &[spec.to_string()]);
+        SetVolume(code_sandbox_mcp::sandbox::packages::volume_name(&key))
+    }
+
+    fn exists(&self) -> bool {
+        std::process::Command::new("docker")
+            .args(["volume", "inspect", &self.0])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+}
+
+impl Drop for SetVolume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker")
+            .args(["volume", "rm", &self.0])
+            .output();
+    }
+}
+
 /// A wheel of `tinypkg` 1.0, built with the host's Python (zipfile, a RECORD).
 fn tiny_wheel() -> Vec<u8> {
     let dir = common::scratch("tiny-wheel");
@@ -95,6 +122,8 @@ async fn an_allowed_package_installs_once_and_the_rest_is_refused() {
         ),
     )
     .unwrap();
+    let index = format!("http://localhost:{port}/simple");
+    let volume = SetVolume::of(Language::Python, &image.tag, &index, "tinypkg");
     let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
     let code = "import socket, tinypkg\nprint(tinypkg.VALUE)\n\
                 try:\n    socket.create_connection(('127.0.0.1', 1), timeout=1)\nexcept OSError as error:\n    print('run network:', type(error).__name__)\n";
@@ -166,23 +195,8 @@ async fn an_allowed_package_installs_once_and_the_rest_is_refused() {
         "{refused}"
     );
     server.close().await;
-    // The set's volume stays for the next server: it is the cache. (This test's own
-    // index, on a port of its own, makes it a set no other run asks for: removed.)
-    let key = code_sandbox_mcp::sandbox::packages::key(
-        Language::Python,
-        &image.tag,
-        &format!("http://localhost:{port}/simple"),
-        &["tinypkg".to_string()],
-    );
-    let volume = code_sandbox_mcp::sandbox::packages::volume_name(&key);
-    let removed = std::process::Command::new("docker")
-        .args(["volume", "rm", &volume])
-        .output()
-        .unwrap();
-    assert!(
-        removed.status.success(),
-        "the set's volume {volume} was kept: {removed:?}"
-    );
+    // The set's volume stays for the next server: it is the cache.
+    assert!(volume.exists(), "the set's volume {} was kept", volume.0);
 }
 
 /// A tarball of the npm package `tinylib` 1.0.0, and its sha1 and sha512 integrity.
@@ -283,6 +297,7 @@ async fn an_allowed_npm_package_installs_once() {
         ),
     )
     .unwrap();
+    let volume = SetVolume::of(Language::JavaScript, &image.tag, &registry, "tinylib");
     let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
     let code = "console.log(require('tinylib').value);";
     let first = server
@@ -325,16 +340,5 @@ async fn an_allowed_npm_package_installs_once() {
         .await;
     assert_eq!(structured(&refused)["status"], "invalid_input", "{refused}");
     server.close().await;
-    let key = code_sandbox_mcp::sandbox::packages::key(
-        Language::JavaScript,
-        &image.tag,
-        &registry,
-        &["tinylib".to_string()],
-    );
-    let volume = code_sandbox_mcp::sandbox::packages::volume_name(&key);
-    let removed = std::process::Command::new("docker")
-        .args(["volume", "rm", &volume])
-        .output()
-        .unwrap();
-    assert!(removed.status.success(), "{volume}: {removed:?}");
+    assert!(volume.exists(), "the set's volume {} was kept", volume.0);
 }
