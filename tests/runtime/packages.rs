@@ -63,36 +63,28 @@ fn tiny_wheel() -> Vec<u8> {
     std::fs::read(&path).unwrap()
 }
 
-/// Serves the index for `wheel` on loopback; returns its port and a request counter.
-async fn serve_index(wheel: Vec<u8>) -> (u16, Arc<AtomicUsize>) {
+/// An HTTP server on loopback answering each path with `answer` (content type and
+/// body; `None` is a 404); returns its port and how many requests it has had.
+async fn serve_http(
+    answer: impl Fn(&str) -> Option<(&'static str, Vec<u8>)> + Send + Sync + 'static,
+) -> (u16, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let requests = Arc::new(AtomicUsize::new(0));
     let counter = requests.clone();
-    let wheel = Arc::new(wheel);
+    let answer = Arc::new(answer);
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
-            let (wheel, counter) = (wheel.clone(), counter.clone());
+            let (answer, counter) = (answer.clone(), counter.clone());
             tokio::spawn(async move {
                 let mut buffer = vec![0u8; 8192];
                 let read = stream.read(&mut buffer).await.unwrap_or(0);
                 let request = String::from_utf8_lossy(&buffer[..read]).to_string();
                 let path = request.split(' ').nth(1).unwrap_or("/").to_string();
                 counter.fetch_add(1, Ordering::SeqCst);
-                let (kind, body): (&str, Vec<u8>) = if path.starts_with("/files/") {
-                    ("application/octet-stream", wheel.to_vec())
-                } else if path.trim_end_matches('/').ends_with("/simple/tinypkg") {
-                    let name = "tinypkg-1.0-py3-none-any.whl";
-                    let link =
-                        format!("<html><body><a href=\"/files/{name}\">{name}</a></body></html>");
-                    ("text/html", link.into_bytes())
-                } else {
-                    ("text/plain", b"not found".to_vec())
-                };
-                let status = if kind == "text/plain" {
-                    "404 Not Found"
-                } else {
-                    "200 OK"
+                let (status, (kind, body)) = match answer(&path) {
+                    Some(found) => ("200 OK", found),
+                    None => ("404 Not Found", ("text/plain", b"not found".to_vec())),
                 };
                 let head = format!(
                     "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -104,6 +96,22 @@ async fn serve_index(wheel: Vec<u8>) -> (u16, Arc<AtomicUsize>) {
         }
     });
     (port, requests)
+}
+
+/// A PEP 503 simple index with `tinypkg` (the page and the wheel).
+async fn serve_index(wheel: Vec<u8>) -> (u16, Arc<AtomicUsize>) {
+    serve_http(move |path| {
+        let name = "tinypkg-1.0-py3-none-any.whl";
+        if path.starts_with("/files/") {
+            Some(("application/octet-stream", wheel.clone()))
+        } else if path.trim_end_matches('/').ends_with("/simple/tinypkg") {
+            let page = format!("<html><body><a href=\"/files/{name}\">{name}</a></body></html>");
+            Some(("text/html", page.into_bytes()))
+        } else {
+            None
+        }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,52 +240,36 @@ fn tiny_tarball() -> (Vec<u8>, String, String) {
     )
 }
 
-/// Serves a registry with `tinylib` on loopback; returns its port and a request counter.
+/// An npm registry with `tinylib` (its metadata, which names the tarball by the
+/// registry's own port, and the tarball).
 async fn serve_registry() -> (u16, Arc<AtomicUsize>) {
     let (tarball, sha1, integrity) = tiny_tarball();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let metadata = json!({
-        "name": "tinylib",
-        "dist-tags": {"latest": "1.0.0"},
-        "versions": {"1.0.0": {
-            "name": "tinylib", "version": "1.0.0", "main": "index.js",
-            "dist": {
-                "tarball": format!("http://localhost:{port}/tinylib/-/tinylib-1.0.0.tgz"),
-                "shasum": sha1, "integrity": integrity
-            }
-        }}
-    })
-    .to_string();
-    let requests = Arc::new(AtomicUsize::new(0));
-    let counter = requests.clone();
-    let (tarball, metadata) = (Arc::new(tarball), Arc::new(metadata));
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let (tarball, metadata, counter) = (tarball.clone(), metadata.clone(), counter.clone());
-            tokio::spawn(async move {
-                let mut buffer = vec![0u8; 8192];
-                let read = stream.read(&mut buffer).await.unwrap_or(0);
-                let request = String::from_utf8_lossy(&buffer[..read]).to_string();
-                let path = request.split(' ').nth(1).unwrap_or("/").to_string();
-                counter.fetch_add(1, Ordering::SeqCst);
-                let (status, kind, body): (&str, &str, Vec<u8>) = if path.ends_with(".tgz") {
-                    ("200 OK", "application/octet-stream", tarball.to_vec())
-                } else if path.trim_end_matches('/').ends_with("/tinylib") {
-                    ("200 OK", "application/json", metadata.as_bytes().to_vec())
-                } else {
-                    ("404 Not Found", "application/json", b"{}".to_vec())
-                };
-                let head = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = stream.write_all(head.as_bytes()).await;
-                let _ = stream.write_all(&body).await;
-            });
+    let port = Arc::new(std::sync::OnceLock::<u16>::new());
+    let known = port.clone();
+    let (port_number, requests) = serve_http(move |path| {
+        if path.ends_with(".tgz") {
+            return Some(("application/octet-stream", tarball.clone()));
         }
-    });
-    (port, requests)
+        if !path.trim_end_matches('/').ends_with("/tinylib") {
+            return None;
+        }
+        let port = known.get().copied().unwrap_or_default();
+        let metadata = json!({
+            "name": "tinylib",
+            "dist-tags": {"latest": "1.0.0"},
+            "versions": {"1.0.0": {
+                "name": "tinylib", "version": "1.0.0", "main": "index.js",
+                "dist": {
+                    "tarball": format!("http://localhost:{port}/tinylib/-/tinylib-1.0.0.tgz"),
+                    "shasum": sha1, "integrity": integrity
+                }
+            }}
+        });
+        Some(("application/json", metadata.to_string().into_bytes()))
+    })
+    .await;
+    port.set(port_number).unwrap();
+    (port_number, requests)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
