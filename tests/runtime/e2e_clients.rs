@@ -25,6 +25,8 @@ struct Clients {
     inspector: PathBuf,
     /// maturin, which builds the wheel.
     maturin: PathBuf,
+    /// uv's `uvx`, which runs a command from a wheel without installing it anywhere.
+    uvx: PathBuf,
 }
 
 fn clients_dir() -> PathBuf {
@@ -39,6 +41,7 @@ fn installed() -> Option<Clients> {
         python: dir.join("venv/bin/python"),
         inspector: dir.join("node/node_modules/.bin/mcp-inspector"),
         maturin: dir.join("venv/bin/maturin"),
+        uvx: dir.join("venv/bin/uvx"),
     };
     let python_ok = Command::new(&clients.python)
         .args(["-c", "import mcp, fastmcp"])
@@ -46,7 +49,8 @@ fn installed() -> Option<Clients> {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    (python_ok && clients.inspector.exists() && clients.maturin.exists()).then_some(clients)
+    let tools = [&clients.inspector, &clients.maturin, &clients.uvx];
+    (python_ok && tools.iter().all(|tool| tool.exists())).then_some(clients)
 }
 
 /// The installed clients, installing them once per test process if needed; `None`
@@ -273,10 +277,23 @@ fn the_wheel_installs_a_command_that_the_python_sdk_drives() {
         String::from_utf8_lossy(&installed.stderr)
     );
     let command = venv.join("bin/code-sandbox-mcp");
+    let expected = format!("code-sandbox-mcp {}", env!("CARGO_PKG_VERSION"));
     let version = Command::new(&command).arg("--version").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), expected);
+    // `uvx code-sandbox-mcp`, as a client configuration would start it (from the wheel
+    // here: it is on no index).
+    let uvx = Command::new(&clients.uvx)
+        .args(["--offline", "--from"])
+        .arg(&wheel)
+        .args(["code-sandbox-mcp", "--version"])
+        .env("UV_CACHE_DIR", venv.join("uv-cache"))
+        .output()
+        .unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&version.stdout).trim(),
-        format!("code-sandbox-mcp {}", env!("CARGO_PKG_VERSION"))
+        String::from_utf8_lossy(&uvx.stdout).trim(),
+        expected,
+        "{}",
+        String::from_utf8_lossy(&uvx.stderr)
     );
     // The whole SDK scenario, against the installed command.
     let image = TestImage::new("wheel", 0);
