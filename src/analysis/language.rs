@@ -120,6 +120,15 @@ pub enum SourceKind {
 }
 
 impl SourceKind {
+    /// How a program of `language` is loaded when nothing in it says otherwise (for
+    /// JavaScript: CommonJS).
+    pub fn plain(language: Language) -> SourceKind {
+        match language {
+            Language::Python => SourceKind::Python,
+            Language::JavaScript => SourceKind::CommonJs,
+        }
+    }
+
     pub fn language(self) -> Language {
         match self {
             SourceKind::Python => Language::Python,

@@ -120,11 +120,7 @@ pub fn analyze(language: Language, source: &str) -> Analysis {
             },
             span: index.span(offset, offset + 1),
         };
-        let kind = match language {
-            Language::Python => SourceKind::Python,
-            Language::JavaScript => SourceKind::CommonJs,
-        };
-        (vec![fact], kind)
+        (vec![fact], SourceKind::plain(language))
     } else {
         match language {
             Language::Python => (python::analyze(source), SourceKind::Python),

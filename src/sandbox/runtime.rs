@@ -696,11 +696,7 @@ impl Runtime {
                 .await?;
             let id = installer.container.clone();
             let program = Program {
-                file: match language {
-                    Language::Python => crate::analysis::SourceKind::Python,
-                    Language::JavaScript => crate::analysis::SourceKind::CommonJs,
-                }
-                .file_name(),
+                file: crate::analysis::SourceKind::plain(language).file_name(),
                 code: program.into_bytes(),
                 env: Vec::new(),
                 tap: None,

@@ -218,10 +218,7 @@ impl Guard {
             .collect();
         let engine = PolicyEngine::new(policy.clone());
         let first_denial = |probes: Vec<FactKind>| -> Option<RuleRef> {
-            let kind = match language {
-                Language::Python => SourceKind::Python,
-                Language::JavaScript => SourceKind::CommonJs,
-            };
+            let kind = SourceKind::plain(language);
             let facts = probes
                 .into_iter()
                 .map(|kind| Fact {
