@@ -12,8 +12,16 @@
 //! `--ignore-scripts` into `/opt/packages/javascript` (`NODE_PATH`, which `require`
 //! reads; ES `import` does not).
 
+use super::exec::Program;
+use super::guard::Mode;
+use super::runtime::Permit;
+use super::SandboxError;
 use crate::analysis::Language;
 use crate::policy::allowlist::HostRule;
+use bollard::Docker;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 /// Where the set's volume is mounted, in the install step (writable) and in runs.
 pub const MOUNT: &str = "/opt/packages";
@@ -153,6 +161,81 @@ pub fn install_program(
                  }}\n"
             ))
         }
+    }
+}
+
+/// How long a package install step may take.
+const INSTALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+impl super::runtime::Runtime {
+    /// The volume holding `specs` installed for `language`: installed now, in a step of
+    /// its own, unless this instance (or an earlier one: the volume keeps a marker)
+    /// installed the same set before.
+    pub(super) async fn ensure_packages(
+        self: &Arc<Self>,
+        docker: &Docker,
+        language: Language,
+        specs: &[String],
+        cancel: &CancellationToken,
+        permit: &Permit,
+    ) -> Result<String, SandboxError> {
+        let (_, index) = self.policy.packages.for_language(language);
+        let program = install_program(language, index, specs).map_err(SandboxError::Engine)?;
+        let image = self.image(language);
+        let key = key(language, &image, index, specs);
+        let volume = volume_name(&key);
+        let cell = super::runtime::once_per_image(&self.package_sets, &volume);
+        cell.get_or_try_init(|| async {
+            let request = bollard::models::VolumeCreateRequest {
+                name: Some(volume.clone()),
+                labels: Some(HashMap::from([(LABEL.to_string(), key.clone())])),
+                ..Default::default()
+            };
+            docker.create_volume(request).await.map_err(|error| {
+                super::container::engine_error("making the packages volume".into(), error)
+            })?;
+            let mode = Mode {
+                install: true,
+                relaxed: self
+                    .policy
+                    .rules
+                    .iter()
+                    .map(|rule| rule.id.clone())
+                    .collect(),
+                packages: Some(volume.clone()),
+                ..Mode::default()
+            };
+            let mut installer = self
+                .start_cancellable(docker, language, mode, cancel, permit)
+                .await?;
+            let id = installer.container.clone();
+            let program = Program {
+                file: crate::analysis::SourceKind::plain(language).file_name(),
+                code: program.into_bytes(),
+                env: Vec::new(),
+                tap: None,
+                call: None,
+                files: Vec::new(),
+            };
+            let installed = self
+                .send(docker, &mut installer, &program, INSTALL_TIMEOUT, cancel)
+                .await;
+            self.discard(docker, &id).await;
+            let installed = installed?;
+            if installed.exit_code != 0 || installed.timed_out {
+                let stderr = installed.stderr.trim();
+                let tail = &stderr[stderr.len().saturating_sub(2000)..];
+                return Err(SandboxError::Engine(format!(
+                    "installing {} failed (exit {}): {tail}",
+                    specs.join(", "),
+                    installed.exit_code
+                )));
+            }
+            tracing::info!(volume, packages = %specs.join(" "), "packages installed");
+            Ok(())
+        })
+        .await?;
+        Ok(volume)
     }
 }
 

@@ -8,7 +8,6 @@ use super::engine;
 use super::environment::{self, Environment};
 use super::exec::{self, Interpreter, Program};
 use super::guard::{self, Guard, Interpreters, Mode};
-use super::image;
 use super::instance::Instance;
 use super::network::Egress;
 use super::outputs;
@@ -31,8 +30,6 @@ pub(super) type Permit = Arc<tokio::sync::OwnedSemaphorePermit>;
 /// How long `shutdown` waits for container creations already sent to the engine, so
 /// that their containers are known and removed too.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
-/// How long a package install step may take.
-const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 /// Rounds of "list what is left, remove it" at shutdown: a removal another task started
 /// answers 409 to ours and may still be under way when ours returns.
 const SHUTDOWN_REMOVAL_ROUNDS: u32 = 50;
@@ -46,15 +43,15 @@ pub struct Runtime {
     /// Containers of dead instances are swept once, after the first connection.
     swept: AtomicBool,
     /// Per image: checked (and pulled if missing) once. A failed check is retried.
-    images: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
+    pub(super) images: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
     /// The image each language runs in, once chosen among the policy's choices.
-    chosen: Mutex<HashMap<Language, String>>,
+    pub(super) chosen: Mutex<HashMap<Language, String>>,
     /// Under a network allowlist: the proxy the runs reach, made on first use.
     egress: Egress,
     /// The proxy of the package install step, whose list is the package indexes.
     install_egress: Egress,
     /// The package sets installed (or found installed) by this instance, by volume.
-    package_sets: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
+    pub(super) package_sets: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
     pool: Pool<Interpreter>,
     permits: Arc<Semaphore>,
     pub(super) closing: CancellationToken,
@@ -583,147 +580,6 @@ impl Runtime {
         tokio::spawn(async move { runtime.discard(&docker, &id).await });
     }
 
-    /// Checks that `image` exists, pulling it once if it does not.
-    async fn ensure_image(&self, docker: &Docker, image: &str) -> Result<(), SandboxError> {
-        let cell = once_per_image(&self.images, image);
-        cell.get_or_try_init(|| async {
-            match docker.inspect_image(image).await {
-                Ok(_) => Ok(()),
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404, ..
-                }) => image::pull(docker, image).await,
-                Err(error) => Err(container::engine_error(
-                    format!("inspecting image `{image}`"),
-                    error,
-                )),
-            }
-        })
-        .await
-        .map(|_| ())
-    }
-
-    /// Makes the next run check (and pull, or choose again) `image`.
-    fn forget_image(&self, image: &str) {
-        self.images
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(image);
-        self.chosen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|_, chosen| chosen != image);
-    }
-
-    /// The image `language` runs in: the first of the policy's choices the engine has
-    /// (when it has none, the last, pulled), chosen once and then kept.
-    pub(super) async fn choose_image(
-        &self,
-        docker: &Docker,
-        language: Language,
-    ) -> Result<String, SandboxError> {
-        let chosen = self
-            .chosen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&language)
-            .cloned();
-        let image = match chosen {
-            Some(image) => image,
-            None => {
-                let choices = self.policy.images.for_language(language);
-                let (last, earlier) = choices.split_last().expect("never empty");
-                let mut pick = last.clone();
-                for choice in earlier {
-                    if docker.inspect_image(choice).await.is_ok() {
-                        pick = choice.clone();
-                        break;
-                    }
-                }
-                pick
-            }
-        };
-        self.ensure_image(docker, &image).await?;
-        self.chosen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(language, image.clone());
-        Ok(image)
-    }
-
-    /// The volume holding `specs` installed for `language`: installed now, in a step of
-    /// its own, unless this instance (or an earlier one: the volume keeps a marker)
-    /// installed the same set before.
-    async fn ensure_packages(
-        self: &Arc<Self>,
-        docker: &Docker,
-        language: Language,
-        specs: &[String],
-        cancel: &CancellationToken,
-        permit: &Permit,
-    ) -> Result<String, SandboxError> {
-        let (_, index) = self.policy.packages.for_language(language);
-        let program = super::packages::install_program(language, index, specs)
-            .map_err(SandboxError::Engine)?;
-        let image = self.image(language);
-        let key = super::packages::key(language, &image, index, specs);
-        let volume = super::packages::volume_name(&key);
-        let cell = once_per_image(&self.package_sets, &volume);
-        cell.get_or_try_init(|| async {
-            let request = bollard::models::VolumeCreateRequest {
-                name: Some(volume.clone()),
-                labels: Some(HashMap::from([(
-                    super::packages::LABEL.to_string(),
-                    key.clone(),
-                )])),
-                ..Default::default()
-            };
-            docker.create_volume(request).await.map_err(|error| {
-                container::engine_error("making the packages volume".into(), error)
-            })?;
-            let mode = Mode {
-                install: true,
-                relaxed: self
-                    .policy
-                    .rules
-                    .iter()
-                    .map(|rule| rule.id.clone())
-                    .collect(),
-                packages: Some(volume.clone()),
-                ..Mode::default()
-            };
-            let mut installer = self
-                .start_cancellable(docker, language, mode, cancel, permit)
-                .await?;
-            let id = installer.container.clone();
-            let program = Program {
-                file: crate::analysis::SourceKind::plain(language).file_name(),
-                code: program.into_bytes(),
-                env: Vec::new(),
-                tap: None,
-                call: None,
-                files: Vec::new(),
-            };
-            let installed = self
-                .send(docker, &mut installer, &program, INSTALL_TIMEOUT, cancel)
-                .await;
-            self.discard(docker, &id).await;
-            let installed = installed?;
-            if installed.exit_code != 0 || installed.timed_out {
-                let stderr = installed.stderr.trim();
-                let tail = &stderr[stderr.len().saturating_sub(2000)..];
-                return Err(SandboxError::Engine(format!(
-                    "installing {} failed (exit {}): {tail}",
-                    specs.join(", "),
-                    installed.exit_code
-                )));
-            }
-            tracing::info!(volume, packages = %specs.join(" "), "packages installed");
-            Ok(())
-        })
-        .await?;
-        Ok(volume)
-    }
-
     /// What `language`'s image offers (connecting, choosing and pulling the image, and
     /// setting its guard files up, when that has not happened yet).
     pub async fn environment(
@@ -739,20 +595,6 @@ impl Runtime {
             &image,
             files.headline_label.as_deref(),
         ))
-    }
-
-    /// The image chosen for `language`, or, before the engine was asked, the policy's
-    /// last choice.
-    pub(super) fn image(&self, language: Language) -> String {
-        self.chosen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&language)
-            .cloned()
-            .unwrap_or_else(|| {
-                let choices = self.policy.images.for_language(language);
-                choices.last().cloned().unwrap_or_default()
-            })
     }
 
     /// The pool holds interpreters, so it is kept per language as well as per image.
@@ -888,7 +730,7 @@ fn end_token_salt() -> String {
 }
 
 /// The cell that makes something happen once per image (a failure is retried).
-fn once_per_image<T>(
+pub(super) fn once_per_image<T>(
     cells: &Mutex<HashMap<String, Arc<OnceCell<T>>>>,
     image: &str,
 ) -> Arc<OnceCell<T>> {
