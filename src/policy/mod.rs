@@ -2,6 +2,7 @@
 //! merge, and the engine that turns facts into findings.
 
 pub mod allowlist;
+mod checked;
 mod engine;
 mod glob;
 mod host_paths;
