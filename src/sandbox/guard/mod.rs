@@ -160,16 +160,21 @@ pub struct Guard {
     outputs: crate::sandbox::outputs::Collect,
     /// Places besides the scratch folders the program may write: `rw` mounts.
     writable: Vec<String>,
-    /// Under a network allowlist: the loopback relay to the egress proxy's socket.
-    relay: Option<Relay>,
+    /// Under a network allowlist: the bootstrap runs the loopback relay ([`RELAY`]).
+    relays: bool,
 }
 
-/// Where the bootstrap listens, and where it relays to.
+/// Where the bootstrap listens, and where it relays to: the egress proxy's socket.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 struct Relay {
     port: u16,
     socket: &'static str,
 }
+
+const RELAY: Relay = Relay {
+    port: crate::sandbox::network::RELAY_PORT,
+    socket: crate::sandbox::network::SOCKET_IN_SANDBOX,
+};
 
 /// The names whose denial means "no processes", per language: what the kernel floor
 /// and Node's permission model stand for.
@@ -262,12 +267,7 @@ impl Guard {
                         .then(|| crate::sandbox::network::SOCKET_IN_SANDBOX.to_string()),
                 )
                 .collect(),
-            relay: matches!(policy.network, crate::policy::NetworkMode::Allow(_)).then_some(
-                Relay {
-                    port: crate::sandbox::network::RELAY_PORT,
-                    socket: crate::sandbox::network::SOCKET_IN_SANDBOX,
-                },
-            ),
+            relays: matches!(policy.network, crate::policy::NetworkMode::Allow(_)),
         }
     }
 
@@ -310,10 +310,6 @@ impl Guard {
             #[serde(skip_serializing_if = "Option::is_none")]
             relay: Option<&'a Relay>,
         }
-        let install_relay = Relay {
-            port: crate::sandbox::network::RELAY_PORT,
-            socket: crate::sandbox::network::SOCKET_IN_SANDBOX,
-        };
         serde_json::to_string(&Settings {
             marker: MARKER,
             main,
@@ -327,11 +323,8 @@ impl Guard {
             permission_rule: self.permission.as_ref(),
             codegen_rule: self.codegen.as_ref(),
             outputs: &self.outputs,
-            relay: if mode.install {
-                Some(&install_relay)
-            } else {
-                self.relay.as_ref()
-            },
+            // The install step reaches its package index through the relay too.
+            relay: (self.relays || mode.install).then_some(&RELAY),
         })
         .expect("guard settings serialize")
     }
