@@ -247,10 +247,14 @@ fn parse(head: &[u8]) -> Result<Request, String> {
     let authority = authority.rsplit('@').next().unwrap_or(authority);
     let (host, port) = allowlist::split_port(authority)?;
     let mut rewritten = format!("{method} {path} {version}\r\n");
+    // The Host header is the checked target's: a client's own would ask a server that
+    // shares the target's addresses for another site behind it.
+    rewritten.push_str(&format!("Host: {authority}\r\n"));
     for line in lines.filter(|l| !l.is_empty()) {
         let name = line.split(':').next().unwrap_or_default().trim();
         if name.to_ascii_lowercase().starts_with("proxy-")
             || name.eq_ignore_ascii_case("connection")
+            || name.eq_ignore_ascii_case("host")
         {
             continue;
         }
@@ -274,7 +278,16 @@ async fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
             .map_err(|e| format!("{host} does not resolve: {e}"))?
             .collect(),
     };
-    let mut last = format!("{host} has no address");
+    let resolved = addresses.len();
+    let addresses: Vec<SocketAddr> = addresses
+        .into_iter()
+        .filter(|address| name_may_reach(host, address.ip()))
+        .collect();
+    let mut last = if resolved > 0 && addresses.is_empty() {
+        format!("{host} resolves only to this machine's own addresses, which a name on the list never leads to")
+    } else {
+        format!("{host} has no address")
+    };
     for address in addresses {
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {
             Ok(Ok(stream)) => return Ok(stream),
@@ -285,6 +298,16 @@ async fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
         }
     }
     Err(last)
+}
+
+/// Whether the allowed name `host` may be reached at `ip`. A public name whose DNS
+/// answers with this machine's own addresses (loopback, unspecified) would hand the
+/// sandbox the host's services on that port: only a name that means this machine
+/// (`localhost`, `*.localhost`) goes there. Listing an address itself is the other way.
+fn name_may_reach(host: &str, ip: IpAddr) -> bool {
+    let local = ip.is_loopback() || ip.is_unspecified();
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    !local || host == "localhost" || host.ends_with(".localhost")
 }
 
 async fn respond<S: AsyncWrite + Unpin>(
@@ -323,10 +346,42 @@ mod tests {
             String::from_utf8(head).unwrap(),
             "GET /a?b=1 HTTP/1.1\r\nHost: example.com:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
         );
+        // A Host header of the client's own choosing is replaced by the checked target.
+        let Ok(Request::Forward { head, .. }) =
+            parse(b"GET http://example.com/ HTTP/1.1\r\nHost: other.example.net\r\nhost: third.example\r\n\r\n")
+        else {
+            panic!("not a forward")
+        };
+        let head = String::from_utf8(head).unwrap();
+        assert!(head.contains("Host: example.com\r\n"), "{head}");
+        assert!(
+            !head.contains("other.example.net") && !head.contains("third.example"),
+            "{head}"
+        );
         assert!(parse(b"GET /local HTTP/1.1\r\n\r\n")
             .unwrap_err()
             .contains("this is a proxy"));
         assert!(parse(b"CONNECT pypi.org HTTP/1.1\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn a_public_name_never_leads_to_this_machine() {
+        let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(!name_may_reach("api.example.com", loopback));
+        assert!(!name_may_reach(
+            "rebind.example.com",
+            "::1".parse().unwrap()
+        ));
+        assert!(!name_may_reach(
+            "zero.example.com",
+            "0.0.0.0".parse().unwrap()
+        ));
+        assert!(name_may_reach("localhost", loopback));
+        assert!(name_may_reach("app.localhost.", loopback));
+        assert!(name_may_reach(
+            "api.example.com",
+            "93.184.215.14".parse().unwrap()
+        ));
     }
 
     #[test]
