@@ -5,8 +5,8 @@
 //! verdict) → `sandbox` (allowed code → a result), with `mcp` and `cli` on top.
 
 pub mod analysis;
-pub mod audit;
 pub mod cli;
+pub mod digest;
 pub mod mcp;
 pub mod policy;
 pub mod sandbox;

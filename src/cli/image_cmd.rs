@@ -16,9 +16,8 @@ use super::run::{parse_engine, EXIT_ENGINE};
 use super::PolicyArg;
 use crate::analysis::Language;
 use crate::policy::EngineKind;
-use crate::sandbox::connect_engine;
-use crate::sandbox::image::build::{self, built_image, is_current, LocalImage, BASE_LABEL};
-use bollard::Docker;
+use crate::sandbox::backend::{self, Backend, LocalImage};
+use crate::sandbox::images::{built_image, headline_packages, is_current, BASE_LABEL};
 use serde::Serialize;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -95,21 +94,19 @@ pub fn main(command: ImageCommand) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async {
-        let docker = match connect_engine(kind).await {
-            Ok(docker) => docker,
-            Err(error) => {
-                eprintln!("error: {error}");
-                return ExitCode::from(EXIT_ENGINE);
-            }
-        };
+        let engine = backend::for_engine(kind);
+        if let Err(error) = engine.connect().await {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_ENGINE);
+        }
         match command {
-            ImageCommand::Build(args) => build_images(&docker, args).await,
-            ImageCommand::List(args) => list(&docker, args.json).await,
+            ImageCommand::Build(args) => build_images(engine.as_ref(), args).await,
+            ImageCommand::List(args) => list(engine.as_ref(), args.json).await,
         }
     })
 }
 
-async fn build_images(docker: &Docker, args: BuildArgs) -> ExitCode {
+async fn build_images(engine: &dyn Backend, args: BuildArgs) -> ExitCode {
     let mut languages = args.languages;
     if languages.is_empty() {
         languages = Language::ALL.to_vec();
@@ -122,7 +119,7 @@ async fn build_images(docker: &Docker, args: BuildArgs) -> ExitCode {
     });
     for language in languages {
         let tag = built_image(language);
-        let existing = match build::local_image(docker, tag).await {
+        let existing = match engine.local_image(tag).await {
             Ok(existing) => existing,
             Err(error) => {
                 eprintln!("error: {error}");
@@ -145,7 +142,10 @@ async fn build_images(docker: &Docker, args: BuildArgs) -> ExitCode {
             _ => {}
         }
         let started = Instant::now();
-        let id = match build::build(docker, language, args.base.as_deref(), args.force).await {
+        let id = match engine
+            .build_image(language, args.base.as_deref(), args.force)
+            .await
+        {
             Ok(id) => id,
             Err(error) => {
                 eprintln!("error: {error}");
@@ -153,13 +153,13 @@ async fn build_images(docker: &Docker, args: BuildArgs) -> ExitCode {
             }
         };
         let seconds = started.elapsed().as_secs_f64().round();
-        let size = match build::local_image(docker, tag).await {
+        let size = match engine.local_image(tag).await {
             Ok(Some(image)) => human_size(image.size),
             _ => "size unknown".into(),
         };
         println!("built {tag} ({size}) in {seconds} s");
         if let Some(replaced) = existing.filter(|old| old.id != id) {
-            forget_replaced(docker, tag, &replaced.id).await;
+            forget_replaced(engine, tag, &replaced.id).await;
         }
     }
     ExitCode::SUCCESS
@@ -168,16 +168,9 @@ async fn build_images(docker: &Docker, args: BuildArgs) -> ExitCode {
 /// Removes the image a rebuild replaced, now without its tag, so rebuilding does not
 /// pile up untagged gigabytes. Not when anything still uses it (another tag, a
 /// container): the engine refuses, and that is fine.
-async fn forget_replaced(docker: &Docker, tag: &str, id: &str) {
-    match docker
-        .remove_image(
-            id,
-            None::<bollard::query_parameters::RemoveImageOptions>,
-            None,
-        )
-        .await
-    {
-        Ok(_) => tracing::info!(image = tag, replaced = id, "removed the image it replaced"),
+async fn forget_replaced(engine: &dyn Backend, tag: &str, id: &str) {
+    match engine.remove_image(id).await {
+        Ok(()) => tracing::info!(image = tag, replaced = id, "removed the image it replaced"),
         Err(error) => {
             tracing::debug!(image = tag, replaced = id, %error, "kept the image it replaced")
         }
@@ -199,11 +192,11 @@ struct ImageStatus<'a> {
     packages: Vec<String>,
 }
 
-async fn list(docker: &Docker, json: bool) -> ExitCode {
+async fn list(engine: &dyn Backend, json: bool) -> ExitCode {
     let mut statuses = Vec::new();
     for language in Language::ALL {
         let image = built_image(language);
-        let local = match build::local_image(docker, image).await {
+        let local = match engine.local_image(image).await {
             Ok(local) => local,
             Err(error) => {
                 eprintln!("error: {error}");
@@ -252,7 +245,12 @@ fn status(language: Language, image: &str, local: Option<LocalImage>) -> ImageSt
         .is_some_and(|local| is_current(language, &local.labels));
     let packages = local
         .as_ref()
-        .map(|local| local.packages().into_iter().map(String::from).collect())
+        .map(|local| {
+            headline_packages(&local.labels)
+                .into_iter()
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default();
     ImageStatus {
         language,

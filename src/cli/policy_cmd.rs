@@ -2,8 +2,9 @@
 
 use super::{PolicyArg, EXIT_USAGE};
 use crate::analysis::{Language, SourceKind};
+use crate::policy::PolicyEngine;
 use crate::policy::{PolicySource, PROJECT_FILE, STARTER_POLICY};
-use crate::sandbox::guard::{Guard, Mode};
+use crate::sandbox::{layout, Guard, Mode};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -57,21 +58,22 @@ fn layers(arg: &PolicyArg, settings: Option<Language>) -> ExitCode {
         Ok(policy) => policy,
         Err(code) => return code,
     };
+    let engine = PolicyEngine::new(policy.clone());
     if let Some(language) = settings {
         let main = match language {
-            Language::Python => format!("/sandbox/{}", SourceKind::Python.file_name()),
+            Language::Python => layout::in_workdir(SourceKind::Python.file_name()),
             // Node's main file is named when the program arrives.
             Language::JavaScript => String::new(),
         };
         println!(
             "{}",
-            Guard::new(&policy, language).settings(&main, &Mode::default())
+            Guard::new(&engine, language).settings(&main, &Mode::default())
         );
         return ExitCode::SUCCESS;
     }
     println!("# run-time layers of policy {}", policy.name);
     for language in Language::ALL {
-        let layers = Guard::new(&policy, language).layers();
+        let layers = Guard::new(&engine, language).layers();
         let layers = if layers.is_empty() {
             "none (no deny rule applies at run time)".to_string()
         } else {

@@ -73,7 +73,7 @@ pub async fn ask(
     findings: &[Finding],
     rules: &[&str],
 ) -> Approval {
-    let code_sha256 = crate::audit::sha256(code.as_bytes());
+    let code_sha256 = crate::digest::sha256_hex(code.as_bytes());
     let mut approval = Approval {
         rules: rules.iter().map(|r| r.to_string()).collect(),
         answer: Answer::Unavailable,

@@ -7,7 +7,7 @@
 //! stream pair and removes every container when the stream ends or `stop` fires.
 
 mod approval;
-mod audit_trail;
+pub mod audit;
 mod describe;
 mod progress;
 mod render;
@@ -54,7 +54,7 @@ pub struct CodeSandboxServer {
     /// nothing is checked or run (see [`CodeSandboxServer::with_policy_error`]).
     policy_error: Option<Arc<str>>,
     /// The audit log, when the policy keeps one.
-    audit: Option<Arc<crate::audit::AuditLog>>,
+    audit: Option<Arc<audit::AuditLog>>,
     /// sha256 of the effective policy, for the audit log.
     policy_sha256: Arc<str>,
 }
@@ -64,7 +64,7 @@ impl CodeSandboxServer {
     pub fn new(policy: Policy, env: Vec<(String, String)>) -> CodeSandboxServer {
         // A log that cannot be written is an error now, not calls missing from it.
         let audit = match &policy.audit {
-            Some(audit) => match crate::audit::AuditLog::open(&audit.file) {
+            Some(audit) => match audit::AuditLog::open(&audit.file) {
                 Ok(log) => Some(Arc::new(log)),
                 Err(error) => {
                     return CodeSandboxServer::with_policy_error(&crate::policy::PolicyError {
@@ -81,7 +81,7 @@ impl CodeSandboxServer {
             },
             None => None,
         };
-        let policy_sha256 = crate::audit::sha256(
+        let policy_sha256 = crate::digest::sha256_hex(
             serde_json::to_string(&policy)
                 .expect("a policy serializes")
                 .as_bytes(),

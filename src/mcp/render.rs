@@ -5,7 +5,7 @@
 use super::types::{CheckResult, RunResult, RunStatus};
 use crate::analysis::Language;
 use crate::policy::{Action, Finding};
-use crate::sandbox::outputs::{is_image, OutputFile};
+use crate::sandbox::files_out::{is_image, OutputFile};
 use base64::Engine as _;
 use rmcp::model::{ContentBlock, ResourceContents};
 

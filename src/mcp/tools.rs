@@ -6,7 +6,7 @@
 //! protocol error would reach the client's code, not the model that wrote the snippet.
 
 use super::approval;
-use super::audit_trail;
+use super::audit;
 use super::progress::ProgressReporter;
 use super::render;
 use super::types::{
@@ -158,7 +158,7 @@ impl CodeSandboxServer {
             .map(|file| file.decode())
             .collect::<Result<Vec<_>, _>>()
             .and_then(|files| {
-                crate::sandbox::files::check(&files, policy.limits.tmpfs).map(|()| files)
+                crate::sandbox::files_in::check(&files, policy.limits.tmpfs).map(|()| files)
             }) {
             Ok(files) => files,
             Err(message) => return not_run(RunStatus::InvalidInput, message),
@@ -344,8 +344,8 @@ impl CodeSandboxServer {
         language: Option<Language>,
         session: Option<&str>,
         code: Option<&str>,
-    ) -> audit_trail::Pending {
-        audit_trail::Pending::start(
+    ) -> audit::Pending {
+        audit::Pending::start(
             self.audit.clone(),
             tool,
             language.map(Language::name),

@@ -3,7 +3,7 @@
 
 use crate::analysis::Language;
 use crate::policy::Finding;
-use crate::sandbox::outputs::OutputFile;
+use crate::sandbox::files_out::OutputFile;
 use crate::sandbox::RunOutcome;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -64,7 +64,7 @@ pub enum FileEncoding {
 
 impl FileArg {
     /// The file's bytes, or why its content cannot be read.
-    pub fn decode(&self) -> Result<crate::sandbox::files::InputFile, String> {
+    pub fn decode(&self) -> Result<crate::sandbox::files_in::InputFile, String> {
         use base64::Engine;
         let bytes = match self.encoding {
             FileEncoding::Utf8 => self.content.as_bytes().to_vec(),
@@ -77,7 +77,7 @@ impl FileArg {
                     )
                 })?,
         };
-        Ok(crate::sandbox::files::InputFile {
+        Ok(crate::sandbox::files_in::InputFile {
             path: self.path.clone(),
             bytes,
         })
@@ -191,7 +191,7 @@ pub struct RunResult {
     /// Connections the sandbox's egress proxy refused (under a network allowlist): the
     /// host and port asked for, and why. Each is also a finding (layer `egress-proxy`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub network_refused: Vec<crate::sandbox::network::Refusal>,
+    pub network_refused: Vec<crate::sandbox::egress::Refusal>,
     /// Present when the code needed a person's approval (`ask` rules): what they said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<super::approval::Approval>,

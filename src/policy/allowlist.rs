@@ -1,5 +1,5 @@
 //! `network: { allow: [...] }`: the hosts (and ports) code in the sandbox may reach,
-//! by name. The same list is enforced by the egress proxy (`sandbox::network`) and
+//! by name. The same list is enforced by the egress proxy (`sandbox::egress`) and
 //! read by the static check (a URL in the code to a host outside it is a finding).
 //!
 //! An entry is `host`, `host:port`, `*.domain` or `*.domain:port`; without a port, 443

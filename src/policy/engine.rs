@@ -452,6 +452,25 @@ impl PolicyEngine {
         Ok(())
     }
 
+    /// The blocking rule (`deny` or `ask`) that any of `facts` would meet in
+    /// `language`, or `None`; where several would, the one whose id sorts first, as
+    /// findings at one place are ordered.
+    pub fn blocking_rule(&self, language: Language, facts: &[FactKind]) -> Option<&Rule> {
+        self.rules
+            .iter()
+            .map(|compiled| (&self.policy.rules[compiled.index], compiled))
+            .filter(|(rule, _)| rule.action.blocks())
+            .filter(|(_, compiled)| {
+                compiled
+                    .matchers
+                    .iter()
+                    .filter(|(l, _)| *l == language)
+                    .any(|(_, matcher)| facts.iter().any(|fact| matcher.matches(fact).is_some()))
+            })
+            .map(|(rule, _)| rule)
+            .min_by(|a, b| a.id.cmp(&b.id))
+    }
+
     /// Matches a frontend's facts; one finding per rule and fact.
     pub fn check_analysis(&self, analysis: &Analysis) -> Report {
         let language = analysis.kind.language();

@@ -3,6 +3,7 @@
 
 pub mod allowlist;
 mod checked;
+pub mod enforcement;
 mod engine;
 mod glob;
 mod host_paths;

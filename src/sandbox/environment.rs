@@ -12,8 +12,7 @@
 use crate::analysis::Language;
 use serde::Serialize;
 
-/// The image label listing the packages worth naming, space separated.
-pub const PACKAGES_LABEL: &str = "io.code-sandbox-mcp.packages";
+pub use super::images::PACKAGES_LABEL;
 
 /// Shell commands, run in the setup container after the guard files are in place, that
 /// print `python-version=X.Y.Z` and `package=<language> <name> <version>` lines.

@@ -1,53 +1,54 @@
-//! The container runtime: allowed code in, a [`RunOutcome`] out.
+//! The sandbox: allowed code in, a [`RunOutcome`] out.
 //!
-//! CONTRACT (the MCP server and the `run` command are written against it; the
-//! runtime work fills in the bodies and may add modules below this one):
+//! CONTRACT (the MCP server and the `run` command are written against it):
 //! - `Sandbox::new` does no I/O and cannot fail; the engine is reached lazily, so a
 //!   daemon that is down at start is an error on the first `run`, and a later `run`
 //!   tries again.
 //! - `warm_up` fills the warm pool (best effort, logs only) and returns once it is full;
 //!   a caller that must not wait spawns it.
-//! - `run` takes one fresh container (its interpreter already waiting under the guard),
-//!   runs the code, removes the container, and returns the outcome; `cancel` kills the
-//!   run and removes its container.
-//! - `run_in_session` runs the code in a named session's container instead, which stays
-//!   (see `session`) until the session ends.
-//! - `shutdown` removes every container this instance created.
+//! - `run` takes one fresh box (its interpreter already waiting under the guard), runs
+//!   the code, removes the box, and returns the outcome; `cancel` kills the run and
+//!   removes its box.
+//! - `run_in_session` runs the code in a named session's box instead, which stays (see
+//!   `session`) until the session ends.
+//! - `shutdown` removes every box this instance created.
 //!
-//! Below the contract, split by concern: `engine` (sockets, API version),
-//! `environment` (what an image offers), `image` (the check and the pull; the
-//! project's library images and their build), `container` (limits → `HostConfig`,
-//! labels, creation, removal, listing), `instance` (ownership, dead-instance sweep),
-//! `files` (files handed in), `outputs` (files and figures back), `pool` (warm
-//! interpreters), `exec` (the waiting interpreter; code in, output out, timeout, OOM),
-//! `output` (the capped capture), `session` (named sessions), and `runtime` (all of it
-//! together).
+//! Below the contract, an engine-agnostic core over a [`backend::Backend`] (Docker
+//! today), split by concern: `core` (admission, starting boxes, runs, shutdown), `pool`
+//! (warm interpreters), `session` (named sessions), `install` (package sets),
+//! `protocol` (the program's bytes in, its records out) and `call` (one program sent
+//! and collected), `capture` (the capped output), `files_in` (files handed in),
+//! `files_out` (files and figures back), `egress` (the allowlist proxy), `environment`
+//! (what an image offers), `pass_through` (host variables), `layout` (every path and
+//! port inside a box), `images` (the project's image definitions) and `assets` (what
+//! runs inside the box besides the program: the guards and the kernel floor).
 
-mod container;
-mod engine;
-mod env;
+pub mod assets;
+pub mod backend;
+mod call;
+mod capture;
+mod core;
+pub mod egress;
 pub mod environment;
-mod exec;
-pub mod files;
-pub mod guard;
-pub mod image;
-mod instance;
-pub mod network;
-mod output;
-pub mod outputs;
-pub mod packages;
+pub mod files_in;
+pub mod files_out;
+pub mod images;
+pub mod install;
+pub mod layout;
+mod pass_through;
 mod pool;
-mod runtime;
+mod protocol;
 mod session;
 
-pub use container::LABEL;
-pub use engine::connect as connect_engine;
-pub use env::pass_through;
-pub use output::Stream;
+pub use assets::{Guard, Mode};
+pub use backend::docker::LABEL;
+pub use capture::Stream;
+pub use pass_through::pass_through;
 pub use session::SessionError;
 
 use crate::analysis::{Language, SourceKind};
 use crate::policy::Policy;
+use backend::Backend;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,8 +69,8 @@ pub struct RunRequest {
     /// a terminal). Best effort: a chunk the receiver has no room for is skipped there.
     pub tap: Option<OutputTap>,
     /// Files written under `/sandbox` before the code starts (checked with
-    /// [`files::check`] by the caller).
-    pub files: Vec<files::InputFile>,
+    /// [`files_in::check`] by the caller).
+    pub files: Vec<files_in::InputFile>,
     /// `ask` rules a person approved for this one run (this exact code): its container
     /// is started without them (not a warm one). In a session the session's
     /// interpreter, started before, still enforces them.
@@ -125,13 +126,13 @@ pub struct RunOutcome {
     /// Files the program created or changed under /sandbox, and the figures it drew;
     /// those over a cap of the policy's `outputs:` are listed without their content.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<outputs::OutputFile>,
+    pub files: Vec<files_out::OutputFile>,
     /// More files than could be listed: how many more.
     #[serde(skip_serializing_if = "is_zero")]
     pub files_unlisted: u64,
     /// Connections the egress proxy refused (under a network allowlist).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub network_refused: Vec<network::Refusal>,
+    pub network_refused: Vec<egress::Refusal>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -170,36 +171,43 @@ pub struct SessionCall {
     pub ended: Option<String>,
 }
 
-/// The runtime for one policy: a connection to the engine and a warm pool per image.
+/// The sandbox of one policy: a backend (the engine) and a warm pool per image.
 /// Clones share everything (one `Arc`), so handing a clone to each task is cheap.
 #[derive(Clone)]
 pub struct Sandbox {
-    runtime: Arc<runtime::Runtime>,
+    core: Arc<core::Core>,
 }
 
 impl Sandbox {
-    /// No I/O here: the engine is contacted on the first `warm_up` or `run`.
+    /// A sandbox on the engine the policy names (`engine:`). No I/O here: the engine
+    /// is contacted on the first `warm_up` or `run`.
     pub fn new(policy: Arc<Policy>) -> Sandbox {
+        let backend = backend::for_engine(policy.engine);
+        Sandbox::with_backend(policy, backend)
+    }
+
+    /// A sandbox on `backend`.
+    pub fn with_backend(policy: Arc<Policy>, backend: Arc<dyn Backend>) -> Sandbox {
         Sandbox {
-            runtime: Arc::new(runtime::Runtime::new(policy)),
+            core: Arc::new(core::Core::new(policy, backend)),
         }
     }
 
     pub fn policy(&self) -> &Policy {
-        self.runtime.policy()
+        self.core.policy()
     }
 
-    /// The value of the [`LABEL`] label on this instance's containers:
+    /// The value of the [`LABEL`] label on this instance's boxes:
     /// `docker ps -a --filter label=code-sandbox-mcp=<this>` lists exactly them.
     pub fn instance_id(&self) -> &str {
-        self.runtime.instance_id()
+        self.core.instance_id()
     }
 
     /// Connects, makes the policy's images available (pulling a missing one) and fills
     /// the warm pool, returning once it is full. Failures are logged, not returned: the
     /// next `run` reports them.
     pub async fn warm_up(&self) {
-        self.runtime.warm_up().await
+        self.core.warm_up().await
     }
 
     /// What `language`'s image offers: its name, interpreter and packages. Connects,
@@ -208,12 +216,12 @@ impl Sandbox {
         &self,
         language: Language,
     ) -> Result<environment::Environment, SandboxError> {
-        self.runtime.environment(language).await
+        self.core.environment(language).await
     }
 
     /// Ready containers waiting for `language` right now.
     pub fn warm_containers(&self, language: Language) -> usize {
-        self.runtime.warm_containers(language)
+        self.core.warm_containers(language)
     }
 
     /// Runs one snippet in a fresh container and removes the container afterwards.
@@ -224,7 +232,7 @@ impl Sandbox {
         request: RunRequest,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
-        self.runtime.run(request, cancel).await
+        self.core.run(request, cancel).await
     }
 
     /// Runs one call in the session `name` of the client `owner`, opening the session
@@ -237,31 +245,29 @@ impl Sandbox {
         request: RunRequest,
         cancel: CancellationToken,
     ) -> Result<SessionCall, SandboxError> {
-        self.runtime
-            .run_in_session(owner, name, request, cancel)
-            .await
+        self.core.run_in_session(owner, name, request, cancel).await
     }
 
     /// The code of the calls the session has run, in order (`None`: no such session).
     pub fn session_history(&self, owner: &str, name: &str) -> Option<String> {
-        self.runtime.session_history(owner, name)
+        self.core.session_history(owner, name)
     }
 
     /// Ends the session and removes its container; false when there was none.
     pub async fn end_session(&self, owner: &str, name: &str) -> bool {
-        self.runtime.end_session(owner, name).await
+        self.core.end_session(owner, name).await
     }
 
     /// Removes the containers and volumes of code-sandbox-mcp processes that are gone
     /// (each instance also does it when it first connects); returns how many of each.
     pub async fn cleanup(&self) -> Result<(usize, usize), SandboxError> {
-        self.runtime.cleanup().await
+        self.core.cleanup().await
     }
 
     /// Removes every container this instance created (warm, running or being created)
     /// and refuses further runs. Safe to call more than once.
     pub async fn shutdown(&self) {
-        self.runtime.shutdown().await
+        self.core.shutdown().await
     }
 }
 

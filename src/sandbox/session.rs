@@ -2,7 +2,7 @@
 //! and one interpreter, so variables, imports and files last from one call to the next.
 //! Here are the table of open sessions and how the runtime runs a call in one.
 //!
-//! A session's interpreter runs the guard's session loop (see `exec`): calls go in over
+//! A session's interpreter runs the guard's session loop (see `protocol`): calls go in over
 //! its stdin one after another, and each ends at its end lines. The run-time layers stay
 //! on for the whole life of the session, since it is the same guarded process. The
 //! static check of a call sees the code of the calls accepted before it (`history`), so
@@ -12,13 +12,13 @@
 //! `sessions:`), when a call times out, runs out of memory or the program exits, and
 //! with its client (the server's shutdown removes every container).
 
-use super::exec::{Interpreter, Program};
-use super::guard::Mode;
-use super::runtime::Runtime;
+use super::assets::Mode;
+use super::backend::BoxIo;
+use super::core::Core;
+use super::protocol::Program;
 use super::{RunRequest, SandboxError, SessionCall};
 use crate::analysis::Language;
 use crate::policy::SessionSettings;
-use bollard::Docker;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,7 +34,7 @@ pub struct Session {
     /// The code of every call sent to the interpreter, in order.
     history: Mutex<String>,
     /// Held by the call running now: calls of one session run one at a time.
-    pub interpreter: Arc<tokio::sync::Mutex<Option<Interpreter>>>,
+    pub interpreter: Arc<tokio::sync::Mutex<Option<BoxIo>>>,
     /// The interpreter's container, known without waiting for a running call.
     container: Mutex<Option<String>>,
     ended: AtomicBool,
@@ -217,8 +217,8 @@ impl Sessions {
     }
 }
 
-/// How the runtime runs a session's calls, and ends sessions.
-impl Runtime {
+/// How the core runs a session's calls, and ends sessions.
+impl Core {
     pub async fn run_in_session(
         self: &Arc<Self>,
         owner: &str,
@@ -227,14 +227,14 @@ impl Runtime {
         cancel: CancellationToken,
     ) -> Result<SessionCall, SandboxError> {
         let language = request.language();
-        let (permit, docker, timeout) = self.admit(&request, &cancel).await?;
+        let (permit, timeout) = self.admit(&request, &cancel).await?;
         // A session that ends while this call waits for it (idle, or asked to) is
         // replaced by a new one of the same name.
         let (session, mut slot) = loop {
             let session =
                 self.sessions
                     .get_or_open(&self.policy.sessions, owner, name, language)?;
-            self.start_reaper(&docker);
+            self.start_reaper();
             let slot = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
@@ -250,12 +250,12 @@ impl Runtime {
                 ..Mode::default()
             };
             match self
-                .start_cancellable(&docker, language, mode, &cancel, &permit)
+                .start_cancellable(language, mode, &cancel, &permit)
                 .await
             {
-                Ok(interpreter) => {
-                    session.set_container(Some(interpreter.container.clone()));
-                    *slot = Some(interpreter);
+                Ok(io) => {
+                    session.set_container(Some(io.id.clone()));
+                    *slot = Some(io);
                 }
                 Err(error) => {
                     self.sessions.close(owner, name, &session);
@@ -276,19 +276,17 @@ impl Runtime {
             call: Some((call, awaits)),
             files: request.files.clone(),
         };
-        let interpreter = slot.as_mut().expect("the session's interpreter");
-        let id = interpreter.container.clone();
+        let io = slot.as_mut().expect("the session's interpreter");
+        let id = io.id.clone();
         let since = std::time::Instant::now();
-        let result = self
-            .send(&docker, interpreter, &program, timeout, &cancel)
-            .await;
+        let result = self.send(io, &program, timeout, &cancel).await;
         session.touch();
         let ended = result.as_ref().map_or(true, |executed| executed.ended);
         // Read while the container is still there: the OOM evidence is in its cgroup.
-        let outcome = self.outcome(&docker, &id, since, result).await;
+        let outcome = self.outcome(&id, since, result).await;
         if ended {
             *slot = None;
-            self.end(&docker, owner, name, &session).await;
+            self.end(owner, name, &session).await;
         }
         drop(slot);
         let outcome = outcome?;
@@ -321,47 +319,43 @@ impl Runtime {
         let Some(session) = self.sessions.get(owner, name) else {
             return false;
         };
-        match self.docker().await {
-            Ok(docker) => self.end(&docker, owner, name, &session).await,
-            Err(_) => self.sessions.close(owner, name, &session),
-        }
+        self.end(owner, name, &session).await;
         true
     }
 
     /// Takes the session out of the table and removes its container (a call running in
     /// it ends as its interpreter goes).
-    async fn end(&self, docker: &Docker, owner: &str, name: &str, session: &Arc<Session>) {
+    async fn end(&self, owner: &str, name: &str, session: &Arc<Session>) {
         self.sessions.close(owner, name, session);
         if let Some(id) = session.container() {
             session.set_container(None);
-            self.discard(docker, &id).await;
+            self.discard(&id).await;
         }
     }
 
     /// Starts, once, the task that ends sessions idle or alive for too long.
-    fn start_reaper(self: &Arc<Self>, docker: &Docker) {
+    fn start_reaper(self: &Arc<Self>) {
         if self.reaping.swap(true, Ordering::SeqCst) {
             return;
         }
-        let runtime = Arc::downgrade(self);
-        let docker = docker.clone();
+        let core = Arc::downgrade(self);
         let settings = &self.policy.sessions;
         let tick = (settings.idle_timeout.0.min(settings.max_lifetime.0) / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(5));
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(tick).await;
-                let Some(runtime) = runtime.upgrade() else {
+                let Some(core) = core.upgrade() else {
                     return;
                 };
-                if runtime.closing.is_cancelled() {
+                if core.closing.is_cancelled() {
                     return;
                 }
-                for (name, session) in runtime.sessions.expired(&runtime.policy.sessions) {
+                for (name, session) in core.sessions.expired(&core.policy.sessions) {
                     tracing::debug!(session = %name, "session idle or too old: ending it");
                     if let Some(id) = session.container() {
                         session.set_container(None);
-                        runtime.discard(&docker, &id).await;
+                        core.discard(&id).await;
                     }
                 }
             }

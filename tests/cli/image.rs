@@ -5,7 +5,7 @@
 
 use crate::common::{self, binary, text};
 use code_sandbox_mcp::analysis::Language;
-use code_sandbox_mcp::sandbox::image::build::{
+use code_sandbox_mcp::sandbox::images::{
     built_image, definition_digest, DEFINITION_LABEL, PACKAGES_LABEL,
 };
 use serde_json::Value;

@@ -113,7 +113,7 @@ pub fn old_node_image_ready() -> bool {
 pub fn library_image(language: code_sandbox_mcp::analysis::Language) -> &'static str {
     static BUILT: std::sync::Mutex<Vec<code_sandbox_mcp::analysis::Language>> =
         std::sync::Mutex::new(Vec::new());
-    let tag = code_sandbox_mcp::sandbox::image::build::built_image(language);
+    let tag = code_sandbox_mcp::sandbox::images::built_image(language);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     if !built.contains(&language) {
         let output = Command::new(binary_path())

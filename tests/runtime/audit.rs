@@ -147,7 +147,7 @@ async fn every_call_is_one_line_whatever_became_of_it() {
 }
 
 fn code_sha256(code: &str) -> String {
-    code_sandbox_mcp::audit::sha256(code.as_bytes())
+    code_sandbox_mcp::digest::sha256_hex(code.as_bytes())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use crate::common;
 
 use code_sandbox_mcp::analysis::Language;
 use code_sandbox_mcp::policy::{Layer, Policy};
-use code_sandbox_mcp::sandbox::{guard, RunOutcome, Sandbox, SandboxError};
+use code_sandbox_mcp::sandbox::{assets, RunOutcome, Sandbox, SandboxError};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -47,7 +47,7 @@ async fn python_audit_hooks_stop_a_process_the_checker_would_have_missed() {
     let code = "import os\nprint('before', flush=True)\nf = getattr(os, ''.join(['sys', 'tem']))\nf('echo CANARY-PROC-$((40+2))')\nprint('after')\n";
     let outcome = run(Language::Python, code).await;
     assert_eq!(outcome.stdout, "before\n", "{outcome:?}");
-    assert!(!outcome.stderr.contains(guard::MARKER), "{outcome:?}");
+    assert!(!outcome.stderr.contains(assets::MARKER), "{outcome:?}");
     let block = outcome
         .blocked
         .first()
@@ -178,7 +178,7 @@ async fn the_kernel_floor_alone_stops_fork_and_exec() {
         return;
     }
     let dir = common::scratch("kernel-floor");
-    let (_, bytes, _) = guard::files()
+    let (_, bytes, _) = assets::files()
         .into_iter()
         .find(|(name, _, _)| *name == "exec-guard")
         .unwrap();

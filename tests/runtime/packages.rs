@@ -17,8 +17,8 @@ struct SetVolume(String);
 impl SetVolume {
     fn of(language: Language, image: &str, index: &str, spec: &str) -> SetVolume {
         let key =
-            code_sandbox_mcp::sandbox::packages::key(language, image, index, &[spec.to_string()]);
-        SetVolume(code_sandbox_mcp::sandbox::packages::volume_name(&key))
+            code_sandbox_mcp::sandbox::install::key(language, image, index, &[spec.to_string()]);
+        SetVolume(code_sandbox_mcp::sandbox::install::volume_name(&key))
     }
 
     fn exists(&self) -> bool {

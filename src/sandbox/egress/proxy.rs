@@ -1,6 +1,5 @@
-//! The egress proxy: an HTTP proxy in the server's own process, reached from a sandbox
-//! only through a Unix socket mounted into its container (which has no network at
-//! all), that takes the sandbox's connections to the hosts the policy's
+//! The egress proxy: an HTTP proxy in the server's own process, reached from a box only
+//! through the backend's egress route (the box has no network at all), that takes the sandbox's connections to the hosts the policy's
 //! `network.allow` names and refuses the rest.
 //!
 //! What it holds to, and why:
@@ -14,20 +13,21 @@
 //!   addresses: the client cannot pick the address (the sandbox has no DNS at all), so
 //!   a name cannot be pointed elsewhere from inside.
 //! - Every refusal is answered (403, with the reason in the body, so the program's
-//!   error says it) and recorded with the container the connection came from (known by
-//!   the kernel: the peer's process and its cgroup), so the run that made it gets it
-//!   back in its result.
+//!   error says it) and recorded with the box the connection came from (which the
+//!   backend knows by the kernel's word, not the client's), so the run that made it
+//!   gets it back in its result.
 //!
 //! What it does not do: look inside TLS. A tunnel to an allowed host carries whatever
 //! the client sends there (a CDN that serves many sites on one name's addresses can be
 //! asked, inside TLS, for another of its sites).
 
 use crate::policy::allowlist::{self, HostRule};
+use crate::sandbox::backend::EgressListener;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixListener};
+use tokio::net::TcpStream;
 
 /// The largest request head read before the request is refused.
 const MAX_HEAD: usize = 32 * 1024;
@@ -80,22 +80,21 @@ impl RefusalLog {
 }
 
 /// Serves the proxy on `listener` until the task is aborted.
-pub async fn serve(listener: UnixListener, allow: Arc<Vec<HostRule>>, log: Arc<RefusalLog>) {
+pub async fn serve(
+    listener: Box<dyn EgressListener>,
+    allow: Arc<Vec<HostRule>>,
+    log: Arc<RefusalLog>,
+) {
     loop {
-        let client = match listener.accept().await {
-            Ok((client, _)) => client,
+        let (client, from) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "egress proxy: accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
-        let from = client
-            .peer_cred()
-            .ok()
-            .and_then(|credentials| credentials.pid())
-            .and_then(container_of)
-            .unwrap_or_default();
+        let from = from.unwrap_or_default();
         let (allow, log) = (allow.clone(), log.clone());
         tokio::spawn(async move {
             if let Err(error) = handle(client, from.clone(), &allow, &log).await {
@@ -103,17 +102,6 @@ pub async fn serve(listener: UnixListener, allow: Arc<Vec<HostRule>>, log: Arc<R
             }
         });
     }
-}
-
-/// The container a process of this host belongs to: the 64-hex-digit id in its
-/// cgroup path (`/docker/<id>`, `docker-<id>.scope`, `libpod-<id>.scope`).
-fn container_of(pid: i32) -> Option<String> {
-    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    cgroups.lines().find_map(|line| {
-        line.split(|c: char| !c.is_ascii_hexdigit())
-            .find(|part| part.len() == 64)
-            .map(str::to_string)
-    })
 }
 
 /// What a request head asks for.
@@ -326,6 +314,18 @@ async fn respond<S: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::backend::{BoxId, EgressStream};
+
+    /// A listener whose connections come from no box.
+    struct Unattributed(tokio::net::UnixListener);
+
+    #[async_trait::async_trait]
+    impl EgressListener for Unattributed {
+        async fn accept(&self) -> std::io::Result<(Box<dyn EgressStream>, Option<BoxId>)> {
+            let (client, _) = self.0.accept().await?;
+            Ok((Box::new(client), None))
+        }
+    }
 
     #[test]
     fn reads_tunnels_and_absolute_requests() {
@@ -384,12 +384,6 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn a_container_is_known_by_its_cgroup() {
-        // This process is in no container: no id.
-        assert_eq!(container_of(std::process::id() as i32), None);
-    }
-
     #[tokio::test]
     async fn an_allowed_host_is_reached_and_another_is_refused_and_recorded() {
         // An upstream on loopback, reached by name (`localhost`) through the proxy.
@@ -418,7 +412,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("proxy.sock");
         let server = tokio::spawn(serve(
-            UnixListener::bind(&socket).unwrap(),
+            Box::new(Unattributed(
+                tokio::net::UnixListener::bind(&socket).unwrap(),
+            )),
             allow,
             log.clone(),
         ));

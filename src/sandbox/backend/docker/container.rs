@@ -1,17 +1,19 @@
-//! One sandbox container: the policy's limits turned into a `HostConfig`, the labels
-//! that mark it as ours, and its creation and removal.
+//! One box as a container: a [`BoxSpec`] turned into a create request (limits into a
+//! `HostConfig`, the labels that mark it as ours), its creation attached, what the
+//! engine says of it afterwards, and its removal.
 //!
-//! A container's main process is the interpreter, under the guard, started ahead of the
-//! call and attached so that it waits for its program on stdin (see `exec.rs`); it runs
-//! once (or a session's calls), and then the container is removed. The guard's files
-//! come from a volume this instance fills once per image (`setup_body`), mounted
-//! read-only. Everything that makes it safe is set here, from the policy, so
-//! `docker inspect` on any sandbox container shows exactly what the policy asked for.
+//! A container's main process is the spec's command behind a minimal init, started
+//! ahead of the call and attached so that it waits for its program on stdin. Everything
+//! that makes it safe is set here, so `docker inspect` on any sandbox container shows
+//! exactly what the policy asked for.
 
 use super::instance::Instance;
-use super::SandboxError;
-use crate::policy::{NetworkMode, Policy};
-use bollard::container::AttachContainerResults;
+use super::{engine_error, LABEL_PACKAGES};
+use crate::sandbox::backend::{short, BoxIo, BoxNetwork, BoxSpec, BoxStatus};
+use crate::sandbox::capture::Stream;
+use crate::sandbox::{layout, SandboxError};
+use bollard::container::{AttachContainerResults, LogOutput};
+use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::VolumeCreateRequest;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
@@ -19,91 +21,62 @@ use bollard::query_parameters::{
     RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
 };
 use bollard::Docker;
+use futures_util::StreamExt;
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::Duration;
 
-/// The label every sandbox container carries; its value is the owning instance's id.
-pub const LABEL: &str = "code-sandbox-mcp";
-/// The owning process's pid, to find containers left behind by a process that died.
-pub const LABEL_PID: &str = "code-sandbox-mcp.pid";
-/// The owning process's start time (clock ticks since boot), so a reused pid is not
-/// mistaken for the owner still being alive.
-pub const LABEL_PID_START: &str = "code-sandbox-mcp.pid-start";
-/// The owning process's PID namespace (`pid:[inode]`): a pid only names the owner when
-/// read in the same namespace, so two containers of one host (same host name, same
-/// daemon socket) cannot mistake each other's live owner for a dead one.
-pub const LABEL_PIDNS: &str = "code-sandbox-mcp.pidns";
-/// The owning process's host name: pids only mean something on the same host.
-pub const LABEL_HOST: &str = "code-sandbox-mcp.host";
-
-/// The unprivileged user code runs as (`nobody:nogroup` on Debian images).
-pub const SANDBOX_USER: &str = "65534:65534";
-/// The working directory, a tmpfs; the code file is written there.
-pub const WORKDIR: &str = "/sandbox";
-
-/// What a sandbox container runs as its main process, and where the guard's files are.
-#[derive(Debug, Clone)]
-pub struct MainProcess {
-    pub argv: Vec<String>,
-    pub env: Vec<(String, String)>,
-    /// The volume holding the guard files, mounted read-only at the guard's place.
-    pub guard_volume: String,
-    /// Under a network allowlist, and in the package install step: the proxy's socket.
-    pub egress: Option<super::network::Route>,
-    /// A volume of installed packages, and whether this container writes it (the
-    /// install step, which runs as root so that it can write a fresh volume).
-    pub packages: Option<(String, bool)>,
-}
-
-/// The create request for one sandbox container of `image` under `policy`.
+/// The create request for the container of `spec`, whose assets come from the volume
+/// `assets` and, under an egress route, whose proxy socket is `egress` on this host.
 pub fn create_body(
-    policy: &Policy,
-    image: &str,
+    spec: &BoxSpec,
     instance: &Instance,
-    main: &MainProcess,
+    assets: &str,
+    egress: Option<&Path>,
 ) -> ContainerCreateBody {
-    let limits = &policy.limits;
+    let limits = &spec.limits;
     let tmpfs_options = format!(
         "rw,nosuid,nodev,noexec,size={},mode=1777",
         limits.tmpfs.bytes()
     );
     let tmpfs = HashMap::from([
-        (WORKDIR.to_string(), tmpfs_options.clone()),
+        (layout::WORKDIR.to_string(), tmpfs_options.clone()),
         ("/tmp".to_string(), tmpfs_options),
     ]);
     let memory = i64::try_from(limits.memory.bytes()).unwrap_or(i64::MAX);
+    let installing = spec.packages.as_ref().is_some_and(|p| p.writable);
     let host_config = HostConfig {
-        // An allowlist is no network either: its one way out is the proxy's socket.
+        // An egress route is no network either: its one way out is the proxy's socket.
         network_mode: Some(
-            match (&policy.network, &main.egress) {
-                (NetworkMode::Bridge, None) => "bridge",
-                _ => "none",
+            match spec.network {
+                BoxNetwork::Bridge => "bridge",
+                BoxNetwork::None | BoxNetwork::Egress(_) => "none",
             }
             .to_string(),
         ),
         readonly_rootfs: Some(true),
         tmpfs: Some(tmpfs),
-        // The guard files: root-owned and read-only to everyone in the container.
-        // and the policy's `mounts:`, read-only unless it says `rw`.
+        // The assets: root-owned and read-only to everyone in the container; the
+        // policy's `mounts:`, read-only unless it says `rw`; a package set; the proxy.
         mounts: Some(
-            std::iter::once(guard_mount(&main.guard_volume, true))
-                .chain(policy.mounts.iter().map(|mount| Mount {
+            std::iter::once(assets_mount(assets, true))
+                .chain(spec.mounts.iter().map(|mount| Mount {
                     target: Some(mount.target.clone()),
                     source: Some(mount.host.to_string_lossy().into_owned()),
                     typ: Some(MountType::BIND),
                     read_only: Some(!mount.rw),
                     ..Default::default()
                 }))
-                .chain(main.packages.iter().map(|(volume, writable)| Mount {
-                    target: Some(super::packages::MOUNT.to_string()),
-                    source: Some(volume.clone()),
+                .chain(spec.packages.iter().map(|packages| Mount {
+                    target: Some(layout::PACKAGES.to_string()),
+                    source: Some(packages.storage.clone()),
                     typ: Some(MountType::VOLUME),
-                    read_only: Some(!writable),
+                    read_only: Some(!packages.writable),
                     ..Default::default()
                 }))
-                .chain(main.egress.iter().map(|route| Mount {
-                    target: Some(super::network::SOCKET_IN_SANDBOX.to_string()),
-                    source: Some(route.socket.to_string_lossy().into_owned()),
+                .chain(egress.map(|socket| Mount {
+                    target: Some(layout::EGRESS_SOCKET.to_string()),
+                    source: Some(socket.to_string_lossy().into_owned()),
                     typ: Some(MountType::BIND),
                     read_only: Some(false),
                     ..Default::default()
@@ -122,33 +95,38 @@ pub fn create_body(
         nano_cpus: Some((limits.cpus * 1e9).round() as i64),
         // /dev/shm is writable too; keep it no larger than the other scratch space.
         shm_size: Some(i64::try_from(limits.tmpfs.bytes()).unwrap_or(i64::MAX)),
-        runtime: policy.runtime.clone(),
+        runtime: spec.runtime.clone(),
         ..Default::default()
     };
-    let mut env: Vec<String> = vec!["HOME=/tmp".into(), "PYTHONDONTWRITEBYTECODE=1".into()];
-    env.extend(main.env.iter().map(|(k, v)| format!("{k}={v}")));
-    if let Some(route) = &main.egress {
-        env.extend(route.env().into_iter().map(|(k, v)| format!("{k}={v}")));
+    let mut env: Vec<String> = vec![
+        format!("HOME={}", layout::HOME),
+        "PYTHONDONTWRITEBYTECODE=1".into(),
+    ];
+    env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
+    if egress.is_some() {
+        env.extend(
+            layout::proxy_env()
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}")),
+        );
     }
     ContainerCreateBody {
-        image: Some(image.to_string()),
+        image: Some(spec.image.clone()),
         // The image's own entrypoint (node's docker-entrypoint.sh, say) is bypassed.
-        entrypoint: Some(main.argv.clone()),
+        entrypoint: Some(spec.argv.clone()),
         cmd: Some(Vec::new()),
         env: Some(env),
-        user: Some(match main.packages {
-            Some((_, true)) => "0".to_string(),
-            _ => SANDBOX_USER.to_string(),
-        }),
-        working_dir: Some(WORKDIR.to_string()),
-        network_disabled: Some(policy.network != NetworkMode::Bridge || main.egress.is_some()),
+        // The install step writes a fresh volume, which only root may.
+        user: Some(if installing { "0" } else { layout::USER }.to_string()),
+        working_dir: Some(layout::WORKDIR.to_string()),
+        network_disabled: Some(spec.network != BoxNetwork::Bridge),
         labels: Some(instance.labels()),
         host_config: Some(host_config),
         ..attached()
     }
 }
 
-/// The create request of the container that fills `volume` with the guard files: the
+/// The create request of the container that fills `volume` with the assets: the
 /// image's own shell, as root (the files are root's), running `script`, reading stdin;
 /// no network, nothing else writable.
 pub fn setup_body(
@@ -167,7 +145,7 @@ pub fn setup_body(
         host_config: Some(HostConfig {
             network_mode: Some("none".to_string()),
             readonly_rootfs: Some(true),
-            mounts: Some(vec![guard_mount(volume, false)]),
+            mounts: Some(vec![assets_mount(volume, false)]),
             security_opt: Some(vec!["no-new-privileges".to_string()]),
             cap_drop: Some(vec!["ALL".to_string()]),
             ..Default::default()
@@ -176,9 +154,9 @@ pub fn setup_body(
     }
 }
 
-fn guard_mount(volume: &str, read_only: bool) -> Mount {
+fn assets_mount(volume: &str, read_only: bool) -> Mount {
     Mount {
-        target: Some(super::guard::INSTALL_DIR.to_string()),
+        target: Some(layout::ASSETS.to_string()),
         source: Some(volume.to_string()),
         typ: Some(MountType::VOLUME),
         read_only: Some(read_only),
@@ -199,12 +177,37 @@ fn attached() -> ContainerCreateBody {
     }
 }
 
-/// Creates a container from `body`, attaches to its stdin and output, then starts it;
-/// a container that fails to start is removed.
+/// Creates the box of `spec` from `body`, attached, then starts it.
 pub async fn create_attached(
     docker: &Docker,
-    policy: &Policy,
+    spec: &BoxSpec,
+    body: ContainerCreateBody,
+) -> Result<BoxIo, SandboxError> {
+    let (id, attached) =
+        create_and_attach(docker, &spec.image, spec.runtime.as_deref(), body).await?;
+    let output = attached.output.filter_map(|item| async move {
+        match item {
+            Ok(LogOutput::StdOut { message } | LogOutput::Console { message }) => {
+                Some(Ok((Stream::Stdout, message.to_vec())))
+            }
+            Ok(LogOutput::StdErr { message }) => Some(Ok((Stream::Stderr, message.to_vec()))),
+            Ok(LogOutput::StdIn { .. }) => None,
+            Err(error) => Some(Err(error.to_string())),
+        }
+    });
+    Ok(BoxIo {
+        id,
+        input: attached.input,
+        output: Box::pin(output),
+    })
+}
+
+/// Creates a container from `body`, attaches to its stdin and output, then starts it;
+/// a container that fails to start is removed.
+pub async fn create_and_attach(
+    docker: &Docker,
     image: &str,
+    runtime: Option<&str>,
     body: ContainerCreateBody,
 ) -> Result<(String, AttachContainerResults), SandboxError> {
     let created = docker
@@ -224,14 +227,14 @@ pub async fn create_attached(
             // The runtime the policy names is not registered with this engine: refused,
             // never retried with the default (weaker) runtime.
             bollard::errors::Error::DockerResponseServerError { message, .. }
-                if policy.runtime.is_some() && message.contains("runtime") =>
+                if runtime.is_some() && message.contains("runtime") =>
             {
                 SandboxError::LayerUnavailable(format!(
                     "the policy asks for the container runtime `{}`, which this engine does not \
                      offer ({message}); register it with the engine (for gVisor: install runsc \
                      and add it under \"runtimes\" in /etc/docker/daemon.json), or remove \
                      `runtime:` from the policy. Nothing was run with a weaker runtime.",
-                    policy.runtime.as_deref().unwrap_or_default()
+                    runtime.unwrap_or_default()
                 ))
             }
             error => engine_error(format!("creating a container from `{image}`"), error),
@@ -261,6 +264,69 @@ pub async fn create_attached(
     Ok((id, attached))
 }
 
+/// What the engine says of container `id` now.
+pub async fn status(docker: &Docker, id: &str) -> BoxStatus {
+    let Ok(info) = docker.inspect_container(id, None).await else {
+        return BoxStatus::Gone;
+    };
+    match info.state {
+        Some(state) if state.running == Some(true) => BoxStatus::Running,
+        Some(state) => state.exit_code.map_or(BoxStatus::Gone, BoxStatus::Exited),
+        None => BoxStatus::Gone,
+    }
+}
+
+/// Whether the kernel's OOM killer struck inside the container: the engine's flag, set
+/// for a kill anywhere in the container's memory cgroup, or, for a session whose
+/// container still runs, the cgroup's own counter (`oom_kill` in cgroup v2's
+/// `memory.events`).
+pub async fn oom_killed(docker: &Docker, id: &str) -> bool {
+    let Ok(info) = docker.inspect_container(id, None).await else {
+        return false;
+    };
+    let state = info.state.unwrap_or_default();
+    if state.oom_killed == Some(true) {
+        return true;
+    }
+    if state.running != Some(true) {
+        return false;
+    }
+    let options = CreateExecOptions {
+        attach_stdout: Some(true),
+        attach_stderr: Some(false),
+        cmd: Some(vec![
+            "cat".to_string(),
+            "/sys/fs/cgroup/memory.events".to_string(),
+            "/sys/fs/cgroup/memory/memory.oom_control".to_string(),
+        ]),
+        ..Default::default()
+    };
+    let Ok(exec) = docker.create_exec(id, options).await else {
+        return false;
+    };
+    let Ok(StartExecResults::Attached { mut output, .. }) = docker.start_exec(&exec.id, None).await
+    else {
+        return false;
+    };
+    let mut text = Vec::new();
+    while let Some(Ok(chunk)) = output.next().await {
+        text.extend_from_slice(chunk.as_ref());
+        if text.len() > 64 * 1024 {
+            break;
+        }
+    }
+    oom_kills(&String::from_utf8_lossy(&text)) > 0
+}
+
+/// The `oom_kill N` count in cgroup memory statistics (0 when absent).
+fn oom_kills(stats: &str) -> u64 {
+    stats
+        .lines()
+        .filter_map(|line| line.strip_prefix("oom_kill "))
+        .filter_map(|n| n.trim().parse::<u64>().ok())
+        .sum()
+}
+
 /// A new, empty volume labelled as this instance's.
 pub async fn create_volume(docker: &Docker, instance: &Instance) -> Result<String, SandboxError> {
     let request = VolumeCreateRequest {
@@ -271,7 +337,30 @@ pub async fn create_volume(docker: &Docker, instance: &Instance) -> Result<Strin
         .create_volume(request)
         .await
         .map(|volume| volume.name)
-        .map_err(|error| engine_error("creating the guard volume".into(), error))
+        .map_err(|error| engine_error("creating the assets volume".into(), error))
+}
+
+/// The volume of a package set, `name`, labelled with its `key`: made when missing,
+/// kept as it is otherwise (it outlives this instance, so that the next server does
+/// not install the same set again).
+pub async fn create_package_volume(
+    docker: &Docker,
+    name: &str,
+    key: &str,
+) -> Result<(), SandboxError> {
+    let request = VolumeCreateRequest {
+        name: Some(name.to_string()),
+        labels: Some(HashMap::from([(
+            LABEL_PACKAGES.to_string(),
+            key.to_string(),
+        )])),
+        ..Default::default()
+    };
+    docker
+        .create_volume(request)
+        .await
+        .map(|_| ())
+        .map_err(|error| engine_error("making the packages volume".into(), error))
 }
 
 /// Removes a volume; one that is gone already is not an error.
@@ -366,43 +455,39 @@ pub async fn list_volumes_labelled(
     }
 }
 
-/// The first 12 characters of an id, as `docker ps` shows it.
-pub fn short(id: &str) -> &str {
-    &id[..id.len().min(12)]
-}
-
-pub fn engine_error(doing: String, error: bollard::errors::Error) -> SandboxError {
-    SandboxError::Engine(format!("{doing}: {error}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Policy;
+    use crate::policy::{ByteSize, Limits, Policy};
+    use crate::sandbox::backend::{EgressPurpose, PackageMount};
+    use crate::sandbox::LABEL;
 
-    fn policy() -> Policy {
-        let mut policy = Policy::preset("default").expect("default preset");
-        policy.limits.memory = crate::policy::ByteSize(64 << 20);
-        policy.limits.tmpfs = crate::policy::ByteSize(16 << 20);
-        policy.limits.pids = 32;
-        policy.limits.cpus = 0.5;
-        policy
+    fn limits() -> Limits {
+        let mut limits = Policy::preset("default").expect("default preset").limits;
+        limits.memory = ByteSize(64 << 20);
+        limits.tmpfs = ByteSize(16 << 20);
+        limits.pids = 32;
+        limits.cpus = 0.5;
+        limits
     }
 
-    fn main() -> MainProcess {
-        MainProcess {
+    fn spec() -> BoxSpec {
+        BoxSpec {
+            image: "python:3.12-slim".into(),
             argv: vec!["/usr/bin/python3".into(), "-c".into(), "pass".into()],
             env: vec![("A".into(), "b".into())],
-            guard_volume: "guard".into(),
-            egress: None,
+            limits: limits(),
+            network: BoxNetwork::None,
+            runtime: None,
+            mounts: Vec::new(),
             packages: None,
         }
     }
 
     #[test]
-    fn every_hardening_setting_comes_from_the_policy() {
+    fn every_hardening_setting_comes_from_the_spec() {
         let instance = Instance::for_tests("abc");
-        let body = create_body(&policy(), "python:3.12-slim", &instance, &main());
+        let body = create_body(&spec(), &instance, "assets", None);
         let host = body.host_config.as_ref().unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!(host.readonly_rootfs, Some(true));
@@ -423,7 +508,7 @@ mod tests {
         assert_eq!(body.labels.as_ref().unwrap()[LABEL], "abc");
         assert_eq!(body.image.as_deref(), Some("python:3.12-slim"));
         // The interpreter is the main process, waiting on its stdin, behind an init.
-        assert_eq!(body.entrypoint, Some(main().argv));
+        assert_eq!(body.entrypoint, Some(spec().argv));
         assert_eq!((body.open_stdin, body.stdin_once), (Some(true), Some(true)));
         assert_eq!(host.init, Some(true));
         assert!(body.env.as_ref().unwrap().contains(&"A=b".to_string()));
@@ -431,19 +516,68 @@ mod tests {
         assert_eq!(mount.target.as_deref(), Some("/opt/code-sandbox"));
         assert_eq!(
             (mount.source.as_deref(), mount.read_only),
-            (Some("guard"), Some(true))
+            (Some("assets"), Some(true))
         );
     }
 
     #[test]
-    fn bridge_only_when_the_policy_says_so() {
-        let mut policy = policy();
-        policy.network = NetworkMode::Bridge;
-        let body = create_body(&policy, "x", &Instance::for_tests("abc"), &main());
+    fn bridge_only_when_the_spec_says_so() {
+        let spec = BoxSpec {
+            network: BoxNetwork::Bridge,
+            ..spec()
+        };
+        let body = create_body(&spec, &Instance::for_tests("abc"), "x", None);
         assert_eq!(
             body.host_config.unwrap().network_mode.as_deref(),
             Some("bridge")
         );
         assert_eq!(body.network_disabled, Some(false));
+    }
+
+    #[test]
+    fn the_egress_route_is_a_socket_and_the_install_step_is_root() {
+        let spec = BoxSpec {
+            network: BoxNetwork::Egress(EgressPurpose::Install),
+            packages: Some(PackageMount {
+                storage: "set".into(),
+                writable: true,
+            }),
+            ..spec()
+        };
+        let body = create_body(
+            &spec,
+            &Instance::for_tests("abc"),
+            "x",
+            Some(Path::new("/tmp/e/egress.sock")),
+        );
+        let host = body.host_config.as_ref().unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        let mounts = host.mounts.as_ref().unwrap();
+        assert!(mounts
+            .iter()
+            .any(|m| m.target.as_deref() == Some(layout::EGRESS_SOCKET)
+                && m.source.as_deref() == Some("/tmp/e/egress.sock")));
+        assert!(mounts
+            .iter()
+            .any(|m| m.target.as_deref() == Some(layout::PACKAGES) && m.read_only == Some(false)));
+        assert_eq!(body.user.as_deref(), Some("0"));
+        assert!(body
+            .env
+            .as_ref()
+            .unwrap()
+            .contains(&"HTTPS_PROXY=http://127.0.0.1:3128".to_string()));
+    }
+
+    #[test]
+    fn counts_oom_kills_in_both_cgroup_versions() {
+        let v2 = "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 0\n";
+        assert_eq!(oom_kills(v2), 1);
+        let v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n";
+        assert_eq!(oom_kills(v1), 2);
+        assert_eq!(
+            oom_kills("oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"),
+            0
+        );
+        assert_eq!(oom_kills(""), 0);
     }
 }

@@ -1,9 +1,10 @@
-//! Writes each tool call to the audit log (`crate::audit`), however the call ends: a
+//! Writes each tool call to the audit log ([`super::log`]), however the call ends: a
 //! call the client cancels is dropped by the transport before its answer exists, so
 //! the line is written by a guard when it is dropped unfinished (phase `cancelled`).
 
-use super::types::{RunResult, RunStatus};
-use crate::audit::{now_rfc3339, sha256, AuditEntry, AuditLog, Phase};
+use super::log::{now_rfc3339, AuditEntry, AuditLog, Phase};
+use crate::digest::sha256_hex as sha256;
+use crate::mcp::types::{RunResult, RunStatus};
 use crate::policy::{Action, Finding};
 use std::sync::Arc;
 use std::time::Instant;
@@ -73,7 +74,7 @@ impl Pending {
         if result
             .approval
             .as_ref()
-            .is_some_and(|a| a.answer != super::approval::Answer::Approved)
+            .is_some_and(|a| a.answer != crate::mcp::approval::Answer::Approved)
         {
             entry.phase = Phase::Declined;
         }

@@ -4,10 +4,27 @@
 //! and lets a later process remove the ones a crashed (SIGKILLed, OOM-killed, …)
 //! process could not.
 
-use super::container::{LABEL, LABEL_HOST, LABEL_PID, LABEL_PIDNS, LABEL_PID_START};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The label every sandbox container and volume carries; its value is the owning
+/// instance's id.
+pub const LABEL: &str = "code-sandbox-mcp";
+/// The owning process's pid, to find containers left behind by a process that died.
+pub const LABEL_PID: &str = "code-sandbox-mcp.pid";
+/// The owning process's start time (clock ticks since boot), so a reused pid is not
+/// mistaken for the owner still being alive.
+pub const LABEL_PID_START: &str = "code-sandbox-mcp.pid-start";
+/// The owning process's PID namespace (`pid:[inode]`): a pid only names the owner when
+/// read in the same namespace, so two containers of one host (same host name, same
+/// daemon socket) cannot mistake each other's live owner for a dead one.
+pub const LABEL_PIDNS: &str = "code-sandbox-mcp.pidns";
+/// The owning process's host name: pids only mean something on the same host.
+pub const LABEL_HOST: &str = "code-sandbox-mcp.host";
+/// The label a package set's volume carries (its full key). Such a volume belongs to
+/// no instance: it outlives the server that installed it.
+pub const LABEL_PACKAGES: &str = "code-sandbox-mcp.packages";
 
 /// A container whose owner cannot be judged from here (another host or PID namespace,
 /// no pid label) is left alone until it is this old: no run, nor any session, lives

@@ -1,6 +1,5 @@
-//! The audit log (`audit: { path: FILE }` in the policy, opt-in): one JSON line per tool
-//! call, so that "did it run, and what did it do?" has an answer after the fact. What a
-//! line holds is [`AuditEntry`]; the README documents it as the schema.
+//! The audit log's file and the schema of its lines: what a line holds is
+//! [`AuditEntry`]; the docs document it as the schema.
 //!
 //! Lines are appended with one write each to a file opened for appending, so lines of
 //! calls made at once (and of several servers sharing a file) never interleave. The
@@ -8,7 +7,6 @@
 //! (every call says so), not calls silently left out of the record.
 
 use serde::Serialize;
-use sha2::Digest;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
@@ -98,14 +96,6 @@ impl AuditLog {
     }
 }
 
-/// The hex sha256 of `bytes`.
-pub fn sha256(bytes: &[u8]) -> String {
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
-
 /// Now, as RFC 3339 in UTC with milliseconds (no date crate: the civil date from the
 /// days since 1970, by Howard Hinnant's algorithm).
 pub fn now_rfc3339() -> String {
@@ -145,6 +135,8 @@ mod tests {
         assert_eq!(rfc3339(1_795_420_800, 5), "2026-11-23T08:00:00.005Z");
         assert_eq!(rfc3339(951_782_400, 999), "2000-02-29T00:00:00.999Z");
     }
+
+    use crate::digest::sha256_hex as sha256;
 
     #[test]
     fn each_entry_is_one_line_appended() {

@@ -1,12 +1,13 @@
-//! What the policy compiles into inside the sandbox: the run-time layers that stop
-//! what the static check missed. Installed before the snippet's first line:
+//! The box's own assets: what the policy compiles into inside a box, the run-time
+//! layers that stop what the static check missed, whatever the backend. Installed
+//! before the snippet's first line:
 //!
 //! - Python: `python_guard.py`, a standard-library bootstrap that adds audit hooks
 //!   mapping CPython's audit events to the policy's deny rules, then runs the snippet;
 //! - Node: the permission model (no child processes, workers, addons, WASI; writes only
 //!   to the scratch directories), `--disallow-code-generation-from-strings`, and
 //!   `node_guard.cjs`, the main module (it starts the snippet), which refuses denied built-in modules and internals;
-//! - both: `exec-guard` (exec_guard.rs), a seccomp filter stacked on the engine's own
+//! - both: `exec-guard` (the crate in `src/exec-guard`), a seccomp filter stacked on the engine's own
 //!   profile: always without io_uring, userfaultfd, bpf, ptrace and the like, and, as
 //!   the kernel floor under a rule that denies starting processes, without fork or exec.
 //!
@@ -16,15 +17,16 @@
 //! fallback to less. A run stopped here writes one marker line to stderr, which the
 //! runtime turns into a finding ([`take_blocks`]).
 
-use crate::analysis::{dynamic, Analysis, Fact, FactKind, Language, SourceKind, Span};
+use super::backend::AssetSetup;
+use super::files_out::Collect;
+use super::layout;
+use crate::analysis::{dynamic, Language};
+use crate::policy::enforcement::{EnforcedRule, Enforcement, RuleRef};
 use crate::policy::{Action, Finding, Layer, Policy, PolicyEngine, Rule};
 use serde::{Deserialize, Serialize};
 
-/// Where the guard files live in every sandbox container: a volume mounted read-only,
-/// root's files, which the sandbox user can read and execute but not change.
-pub const INSTALL_DIR: &str = "/opt/code-sandbox";
-
-/// The kernel-floor helper, built by build.rs; empty where the target has none.
+/// The kernel-floor helper, built by `build.rs` beside this file from the `exec-guard`
+/// crate; empty where the target has none.
 const EXEC_GUARD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/exec-guard"));
 const PYTHON_GUARD: &str = include_str!("python_guard.py");
 const NODE_GUARD: &str = include_str!("node_guard.cjs");
@@ -32,7 +34,7 @@ const NODE_GUARD: &str = include_str!("node_guard.cjs");
 /// Starts the one stderr line a run-time layer writes when it stops a run.
 pub const MARKER: &str = "\u{1e}code-sandbox-mcp:blocked ";
 
-/// The files installed into every container, by name under [`INSTALL_DIR`], with
+/// The files installed into every box, by name under [`layout::ASSETS`], with
 /// their modes.
 pub fn files() -> [(&'static str, &'static [u8], u32); 3] {
     [
@@ -79,11 +81,11 @@ impl Interpreters {
     }
 }
 
-/// The shell commands (run as root, in [`INSTALL_DIR`], the guard volume) that store
+/// The shell commands (run as root, in [`layout::ASSETS`]) that store
 /// the guard files from stdin, in order, compile the Python bootstrap, then print what
 /// [`Interpreters::parse`] reads.
 pub fn install_script() -> String {
-    let mut script = format!("cd {INSTALL_DIR}");
+    let mut script = format!("cd {}", layout::ASSETS);
     for (name, bytes, mode) in files() {
         script.push_str(&format!(
             " && head -c {} > {name} && chmod {mode:o} {name}",
@@ -109,6 +111,16 @@ pub fn install_input() -> Vec<u8> {
         .collect()
 }
 
+/// What a backend runs once per image to put the assets in place (see
+/// [`super::backend::Backend::prepare`]): [`install_script`], then the probe of what
+/// the image offers ([`super::environment::PROBE_SCRIPT`]).
+pub fn setup() -> AssetSetup {
+    AssetSetup {
+        script: format!("{}; {}", install_script(), super::environment::PROBE_SCRIPT),
+        input: install_input(),
+    }
+}
+
 /// A command line and the environment variables it needs.
 pub type GuardedCommand = (Vec<String>, Vec<(String, String)>);
 
@@ -128,36 +140,15 @@ pub struct Mode {
     pub packages: Option<String>,
 }
 
-/// One deny rule as a run-time layer reads it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-struct GuardRule {
-    id: String,
-    message: String,
-    modules: Vec<String>,
-    references: Vec<String>,
-    dynamic: Vec<String>,
-}
-
-/// A rule named as the reason a whole layer is on.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-struct RuleRef {
-    id: String,
-    message: String,
-}
-
 /// The run-time enforcement one language gets under one policy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Guard {
-    language: Language,
-    rules: Vec<GuardRule>,
-    /// The deny rule that turns on the kernel floor (no fork, no exec).
-    kernel_floor: Option<RuleRef>,
-    /// Node: the deny rule that needs the permission model.
-    permission: Option<RuleRef>,
-    /// Node: the deny rule that needs code generation from strings off.
-    codegen: Option<RuleRef>,
+    /// What the policy asks: the rules, and the rules that stand for a whole layer
+    /// (`no_processes`: the kernel floor, and for Node the permission model;
+    /// `no_codegen`: Node's code-generation switch).
+    enforcement: Enforcement,
     /// What the bootstrap collects when the program ends.
-    outputs: crate::sandbox::outputs::Collect,
+    outputs: Collect,
     /// Places besides the scratch folders the program may write: `rw` mounts.
     writable: Vec<String>,
     /// Under a network allowlist: the bootstrap runs the loopback relay ([`RELAY`]).
@@ -172,119 +163,35 @@ struct Relay {
 }
 
 const RELAY: Relay = Relay {
-    port: crate::sandbox::network::RELAY_PORT,
-    socket: crate::sandbox::network::SOCKET_IN_SANDBOX,
+    port: layout::RELAY_PORT,
+    socket: layout::EGRESS_SOCKET,
 };
 
-/// The names whose denial means "no processes", per language: what the kernel floor
-/// and Node's permission model stand for.
-fn process_probes(language: Language) -> Vec<FactKind> {
-    let reference = |name: &str| FactKind::Reference {
-        name: name.into(),
-        module_value: false,
-    };
-    match language {
-        Language::Python => vec![
-            reference("os.system"),
-            reference("subprocess.Popen"),
-            reference("os.execv"),
-            reference("os.fork"),
-            reference("os.posix_spawn"),
-        ],
-        Language::JavaScript => vec![
-            FactKind::Import {
-                module: "child_process".into(),
-            },
-            reference("child_process.spawn"),
-        ],
-    }
-}
-
-/// The names whose denial means "no code from strings" in Node.
-fn codegen_probes() -> Vec<FactKind> {
-    ["eval", "Function"]
-        .into_iter()
-        .map(|name| FactKind::Reference {
-            name: name.into(),
-            module_value: false,
-        })
-        .collect()
-}
-
 impl Guard {
-    /// Compiles `policy` into the guard for `language`, using the policy engine itself
-    /// to ask which deny rule (if any) covers starting processes or code generation.
-    pub fn new(policy: &Policy, language: Language) -> Guard {
-        let rules = policy
-            .rules
-            .iter()
-            .filter(|rule| rule.action.blocks())
-            .filter_map(|rule| guard_rule(rule, language))
-            .collect();
-        let engine = PolicyEngine::new(policy.clone());
-        let first_denial = |probes: Vec<FactKind>| -> Option<RuleRef> {
-            let kind = SourceKind::plain(language);
-            let facts = probes
-                .into_iter()
-                .map(|kind| Fact {
-                    kind,
-                    span: Span {
-                        line: 1,
-                        column: 1,
-                        end_line: 1,
-                        end_column: 1,
-                    },
-                })
-                .collect();
-            let report = engine.check_analysis(&Analysis { facts, kind });
-            let finding = report.findings.iter().find(|f| f.action.blocks())?;
-            let rule = policy.rules.iter().find(|r| r.id == finding.rule)?;
-            Some(RuleRef {
-                id: rule.id.clone(),
-                message: rule.message.clone(),
-            })
-        };
-        let process = first_denial(process_probes(language));
+    /// The guard of `language` under the policy `engine` holds.
+    pub fn new(engine: &PolicyEngine, language: Language) -> Guard {
+        let policy = engine.policy();
+        let allowlist = matches!(policy.network, crate::policy::NetworkMode::Allow(_));
         Guard {
-            language,
-            rules,
-            kernel_floor: process.clone(),
-            permission: (language == Language::JavaScript)
-                .then_some(process)
-                .flatten(),
-            codegen: (language == Language::JavaScript)
-                .then(|| first_denial(codegen_probes()))
-                .flatten(),
-            outputs: crate::sandbox::outputs::Collect::new(&policy.outputs, &policy.mounts),
+            enforcement: Enforcement::new(engine, language),
+            outputs: Collect::new(&policy.outputs, &policy.mounts),
             writable: policy
                 .mounts
                 .iter()
                 .filter(|mount| mount.rw)
                 .map(|mount| mount.target.clone())
                 // Connecting to the proxy's socket is a write to it, for Node.
-                .chain(
-                    matches!(policy.network, crate::policy::NetworkMode::Allow(_))
-                        .then(|| crate::sandbox::network::SOCKET_IN_SANDBOX.to_string()),
-                )
+                .chain(allowlist.then(|| layout::EGRESS_SOCKET.to_string()))
                 .collect(),
-            relays: matches!(policy.network, crate::policy::NetworkMode::Allow(_)),
+            relays: allowlist,
         }
     }
 
     /// This guard without the rules in `approved` (rule ids a person approved for one
     /// run), and without the layers that stand for them.
     pub fn relaxed(&self, approved: &[String]) -> Guard {
-        let kept = |rule: &Option<RuleRef>| rule.clone().filter(|r| !approved.contains(&r.id));
         Guard {
-            rules: self
-                .rules
-                .iter()
-                .filter(|rule| !approved.contains(&rule.id))
-                .cloned()
-                .collect(),
-            kernel_floor: kept(&self.kernel_floor),
-            permission: kept(&self.permission),
-            codegen: kept(&self.codegen),
+            enforcement: self.enforcement.without(approved),
             ..self.clone()
         }
     }
@@ -301,12 +208,12 @@ impl Guard {
             wait: bool,
             session: bool,
             preload: &'a [String],
-            rules: &'a [GuardRule],
+            rules: &'a [EnforcedRule],
             #[serde(skip_serializing_if = "Option::is_none")]
             permission_rule: Option<&'a RuleRef>,
             #[serde(skip_serializing_if = "Option::is_none")]
             codegen_rule: Option<&'a RuleRef>,
-            outputs: &'a crate::sandbox::outputs::Collect,
+            outputs: &'a Collect,
             #[serde(skip_serializing_if = "Option::is_none")]
             relay: Option<&'a Relay>,
         }
@@ -319,9 +226,9 @@ impl Guard {
             wait: true,
             session: mode.session,
             preload: &mode.preload,
-            rules: &self.rules,
-            permission_rule: self.permission.as_ref(),
-            codegen_rule: self.codegen.as_ref(),
+            rules: &self.enforcement.rules,
+            permission_rule: self.permission(),
+            codegen_rule: self.enforcement.no_codegen.as_ref(),
             outputs: &self.outputs,
             // The install step reaches its package index through the relay too.
             relay: (self.relays || mode.install).then_some(&RELAY),
@@ -343,11 +250,11 @@ impl Guard {
         // (no io_uring, userfaultfd, bpf, ptrace…) is on whatever the rules say; the
         // floor (no fork, no exec) only under a rule that denies starting processes.
         if !EXEC_GUARD.is_empty() {
-            argv.push(format!("{INSTALL_DIR}/exec-guard"));
-            if self.kernel_floor.is_some() {
+            argv.push(layout::asset("exec-guard"));
+            if self.kernel_floor().is_some() {
                 argv.push("--floor".into());
             }
-        } else if let Some(rule) = &self.kernel_floor {
+        } else if let Some(rule) = self.kernel_floor() {
             return Err(format!(
                 "the policy's rule `{}` denies starting processes, and this build of \
                  code-sandbox-mcp has no kernel-level guard for this platform (Linux on \
@@ -355,13 +262,13 @@ impl Guard {
                 rule.id
             ));
         }
-        match self.language {
+        match self.enforcement.language {
             Language::Python => {
                 let python = interpreters
                     .python
                     .clone()
                     .ok_or("the image has no python3 on its PATH")?;
-                let main = format!("{}/main.py", super::container::WORKDIR);
+                let main = layout::in_workdir("main.py");
                 // Imported rather than run as a script, so that the bytecode the setup
                 // compiled is used.
                 argv.extend([
@@ -369,7 +276,10 @@ impl Guard {
                     "-u".into(),
                     "-B".into(),
                     "-c".into(),
-                    format!("import sys; sys.path[0] = '{INSTALL_DIR}'; import python_guard"),
+                    format!(
+                        "import sys; sys.path[0] = '{}'; import python_guard",
+                        layout::ASSETS
+                    ),
                     self.settings(&main, mode),
                     main,
                 ]);
@@ -380,9 +290,9 @@ impl Guard {
                     .clone()
                     .ok_or("the image has no node on its PATH")?;
                 argv.push(node);
-                if let Some(rule) = &self.permission {
+                if let Some(rule) = self.permission() {
                     // One path a flag: Node 20.19 no longer reads a comma list.
-                    let writable = [super::container::WORKDIR, "/tmp"]
+                    let writable = [layout::WORKDIR, "/tmp"]
                         .into_iter()
                         .chain(self.writable.iter().map(String::as_str))
                         .map(|path| format!("--allow-fs-write={path}"));
@@ -411,14 +321,14 @@ impl Guard {
                         }
                     }
                 }
-                if self.codegen.is_some() {
+                if self.enforcement.no_codegen.is_some() {
                     argv.push("--disallow-code-generation-from-strings".into());
                 }
                 // ES modules from strings (`data:` URLs) or from files the snippet wrote
                 // can only be reached through `import`: the module hooks that refuse
                 // them run on a thread of Node's own. `require` of an ES module goes
                 // through no hook, so it is switched off.
-                if self.refuses_code_from_files() && self.permission.is_some() {
+                if self.refuses_code_from_files() && self.permission().is_some() {
                     // The guard keeps the snippet's own `Worker` refused.
                     argv.push("--allow-worker".into());
                     argv.push("--disable-warning=SecurityWarning".into());
@@ -429,17 +339,29 @@ impl Guard {
                 // The guard is the main module: it reads the program, writes the
                 // snippet's file and starts it as the main module in its place.
                 env.push(("CODE_SANDBOX_GUARD".into(), self.settings("", mode)));
-                argv.push(format!("{INSTALL_DIR}/node_guard.cjs"));
+                argv.push(layout::asset("node_guard.cjs"));
             }
         }
         Ok((argv, env))
     }
 
+    /// The rule that turns the kernel floor on (no fork, no exec), if any.
+    fn kernel_floor(&self) -> Option<&RuleRef> {
+        self.enforcement.no_processes.as_ref()
+    }
+
+    /// Node: the rule that needs the permission model, if any (the same one).
+    fn permission(&self) -> Option<&RuleRef> {
+        (self.enforcement.language == Language::JavaScript)
+            .then_some(self.enforcement.no_processes.as_ref())
+            .flatten()
+    }
+
     /// True when a deny rule covers running code from strings: the Node guard then
     /// installs module hooks that refuse `data:` imports and files the snippet wrote.
     fn refuses_code_from_files(&self) -> bool {
-        self.codegen.is_some()
-            || self.rules.iter().any(|rule| {
+        self.enforcement.no_codegen.is_some()
+            || self.enforcement.rules.iter().any(|rule| {
                 rule.dynamic
                     .iter()
                     .any(|kind| kind == dynamic::STRING_CODE || kind == dynamic::FILE_CODE)
@@ -449,45 +371,23 @@ impl Guard {
     /// The layers this guard turns on, for the README's table and the logs.
     pub fn layers(&self) -> Vec<&'static str> {
         let mut layers = Vec::new();
-        if !self.rules.is_empty() {
-            layers.push(match self.language {
+        if !self.enforcement.rules.is_empty() {
+            layers.push(match self.enforcement.language {
                 Language::Python => "python-audit-hook",
                 Language::JavaScript => "node-guard",
             });
         }
-        if self.permission.is_some() {
+        if self.permission().is_some() {
             layers.push("node-permission");
         }
-        if self.codegen.is_some() {
+        if self.enforcement.no_codegen.is_some() {
             layers.push("node-codegen");
         }
-        if self.kernel_floor.is_some() {
+        if self.kernel_floor().is_some() {
             layers.push("kernel");
         }
         layers
     }
-}
-
-/// A deny rule as the guard of `language` reads it, or `None` when it matches nothing
-/// that can be seen at run time (a parse-error rule, a rule for another language).
-fn guard_rule(rule: &Rule, language: Language) -> Option<GuardRule> {
-    let matchers = [&rule.any_language, rule.matcher(language)];
-    let collect = |pick: fn(&crate::policy::Matcher) -> Vec<String>| -> Vec<String> {
-        matchers.iter().flat_map(|m| pick(m)).collect()
-    };
-    let modules = collect(|m| m.modules.clone());
-    let references = collect(|m| m.references.clone());
-    let dynamic = collect(|m| m.dynamic.iter().map(|d| d.0.clone()).collect());
-    if modules.is_empty() && references.is_empty() && dynamic.is_empty() {
-        return None;
-    }
-    Some(GuardRule {
-        id: rule.id.clone(),
-        message: rule.message.clone(),
-        modules,
-        references,
-        dynamic,
-    })
 }
 
 /// The line a run-time layer writes (after [`MARKER`]) when it stops a run.
@@ -565,10 +465,11 @@ mod tests {
     #[test]
     fn the_default_policy_turns_on_every_layer() {
         let policy = Policy::preset("default").unwrap();
-        let python = Guard::new(&policy, Language::Python);
+        let engine = PolicyEngine::new(policy);
+        let python = Guard::new(&engine, Language::Python);
         assert_eq!(python.layers(), ["python-audit-hook", "kernel"]);
-        assert_eq!(python.kernel_floor.as_ref().unwrap().id, "process-exec");
-        let node = Guard::new(&policy, Language::JavaScript);
+        assert_eq!(python.kernel_floor().unwrap().id, "process-exec");
+        let node = Guard::new(&engine, Language::JavaScript);
         assert_eq!(
             node.layers(),
             ["node-guard", "node-permission", "node-codegen", "kernel"]
@@ -581,7 +482,7 @@ mod tests {
         for rule in &mut policy.rules {
             rule.action = Action::Warn;
         }
-        let guard = Guard::new(&policy, Language::Python);
+        let guard = Guard::new(&PolicyEngine::new(policy), Language::Python);
         assert!(guard.layers().is_empty());
         let interpreters = Interpreters::parse("python3=/usr/bin/python3\n");
         let mode = Mode {
@@ -614,7 +515,7 @@ mod tests {
     #[test]
     fn node_flags_follow_the_version_and_old_node_is_refused() {
         let policy = Policy::preset("default").unwrap();
-        let guard = Guard::new(&policy, Language::JavaScript);
+        let guard = Guard::new(&PolicyEngine::new(policy), Language::JavaScript);
         let node = |version: &str| {
             Interpreters::parse(&format!("node=/usr/bin/node\nnode-version={version}\n"))
         };
@@ -678,15 +579,27 @@ mod tests {
             }
         }
         // `ask` is enforced at run time as a denial...
-        let guard = Guard::new(&policy, Language::Python);
-        assert_eq!(guard.kernel_floor.as_ref().unwrap().id, "process-exec");
-        assert!(guard.rules.iter().any(|rule| rule.id == "process-exec"));
+        let guard = Guard::new(&PolicyEngine::new(policy), Language::Python);
+        assert_eq!(guard.kernel_floor().unwrap().id, "process-exec");
+        assert!(guard
+            .enforcement
+            .rules
+            .iter()
+            .any(|rule| rule.id == "process-exec"));
         // ...but not for a run whose code a person approved.
         let relaxed = guard.relaxed(&["process-exec".to_string()]);
-        assert!(relaxed.kernel_floor.is_none());
-        assert!(!relaxed.rules.iter().any(|rule| rule.id == "process-exec"));
+        assert!(relaxed.kernel_floor().is_none());
+        assert!(!relaxed
+            .enforcement
+            .rules
+            .iter()
+            .any(|rule| rule.id == "process-exec"));
         assert!(
-            relaxed.rules.iter().any(|rule| rule.id == "dynamic-code"),
+            relaxed
+                .enforcement
+                .rules
+                .iter()
+                .any(|rule| rule.id == "dynamic-code"),
             "the others stay"
         );
     }

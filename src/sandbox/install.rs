@@ -12,22 +12,15 @@
 //! `--ignore-scripts` into `/opt/packages/javascript` (`NODE_PATH`, which `require`
 //! reads; ES `import` does not).
 
-use super::exec::Program;
-use super::guard::Mode;
-use super::runtime::Permit;
+use super::assets::Mode;
+use super::core::{Core, Permit};
+use super::layout::{PACKAGES, RELAY_PORT};
+use super::protocol::Program;
 use super::SandboxError;
 use crate::analysis::Language;
 use crate::policy::allowlist::HostRule;
-use bollard::Docker;
-use std::collections::HashMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-
-/// Where the set's volume is mounted, in the install step (writable) and in runs.
-pub const MOUNT: &str = "/opt/packages";
-
-/// The label a set's volume carries (its full key).
-pub const LABEL: &str = "code-sandbox-mcp.packages";
 
 /// The name of the volume of a set, from its key (a sha256, hex).
 pub fn volume_name(key: &str) -> String {
@@ -36,7 +29,7 @@ pub fn volume_name(key: &str) -> String {
 
 /// The key of a set: the same language, image, index and specs make the same key.
 pub fn key(language: Language, image: &str, index: &str, specs: &[String]) -> String {
-    crate::audit::sha256(
+    crate::digest::sha256_hex(
         format!(
             "{}\n{image}\n{index}\n{}",
             language.name(),
@@ -65,10 +58,10 @@ pub fn index_hosts(indexes: &[&str]) -> Vec<HostRule> {
 /// The variables a run with the set needs to find it.
 pub fn run_env(language: Language) -> Vec<(String, String)> {
     match language {
-        Language::Python => vec![("PYTHONPATH".into(), format!("{MOUNT}/python"))],
+        Language::Python => vec![("PYTHONPATH".into(), format!("{PACKAGES}/python"))],
         Language::JavaScript => vec![(
             "NODE_PATH".into(),
-            format!("{MOUNT}/javascript/node_modules"),
+            format!("{PACKAGES}/javascript/node_modules"),
         )],
     }
 }
@@ -94,7 +87,7 @@ pub fn install_program(
             .into_iter()
             .map(str::to_string)
             .collect::<Vec<_>>();
-            args.push(format!("{MOUNT}/python"));
+            args.push(format!("{PACKAGES}/python"));
             args.extend(["--index-url".to_string(), index.to_string()]);
             if index.starts_with("http://") {
                 if let Some((host, _)) = crate::analysis::urls::host_and_port(index) {
@@ -105,10 +98,10 @@ pub fn install_program(
             let args = serde_json::to_string(&args).expect("strings serialize");
             Ok(format!(
                 "import os, runpy, sys, tempfile\n\
-                 marker = '{MOUNT}/.complete'\n\
+                 marker = '{PACKAGES}/.complete'\n\
                  if not os.path.exists(marker):\n\
-                 \x20   os.makedirs('{MOUNT}/.tmp', exist_ok=True)\n\
-                 \x20   tempfile.tempdir = os.environ['TMPDIR'] = '{MOUNT}/.tmp'\n\
+                 \x20   os.makedirs('{PACKAGES}/.tmp', exist_ok=True)\n\
+                 \x20   tempfile.tempdir = os.environ['TMPDIR'] = '{PACKAGES}/.tmp'\n\
                  \x20   sys.argv = ['pip'] + {args}\n\
                  \x20   try:\n\
                  \x20       runpy.run_module('pip', run_name='__main__', alter_sys=True)\n\
@@ -120,11 +113,11 @@ pub fn install_program(
             ))
         }
         Language::JavaScript => {
-            let proxy = format!("http://127.0.0.1:{}", super::network::RELAY_PORT);
+            let proxy = format!("http://127.0.0.1:{RELAY_PORT}");
             let mut args: Vec<String> = vec![
                 "install".into(),
                 "--prefix".into(),
-                format!("{MOUNT}/javascript"),
+                format!("{PACKAGES}/javascript"),
                 "--ignore-scripts".into(),
                 "--no-audit".into(),
                 "--no-fund".into(),
@@ -137,7 +130,7 @@ pub fn install_program(
                 "--https-proxy".into(),
                 proxy,
                 "--cache".into(),
-                format!("{MOUNT}/.npm-cache"),
+                format!("{PACKAGES}/.npm-cache"),
             ];
             args.extend(specs.iter().cloned());
             let args = serde_json::to_string(&args).expect("strings serialize");
@@ -145,11 +138,11 @@ pub fn install_program(
             // line would run it; the marker is written once it has exited well.
             Ok(format!(
                 "const fs = require('fs');\n\
-                 const marker = '{MOUNT}/.complete';\n\
+                 const marker = '{PACKAGES}/.complete';\n\
                  if (fs.existsSync(marker)) {{\n\
                  \x20 console.log('installed');\n\
                  }} else {{\n\
-                 \x20 fs.mkdirSync('{MOUNT}/javascript', {{ recursive: true }});\n\
+                 \x20 fs.mkdirSync('{PACKAGES}/javascript', {{ recursive: true }});\n\
                  \x20 process.on('exit', (code) => {{\n\
                  \x20   if ((process.exitCode ?? code ?? 0) == 0) {{ fs.writeFileSync(marker, ''); console.log('installed'); }}\n\
                  \x20 }});\n\
@@ -167,13 +160,12 @@ pub fn install_program(
 /// How long a package install step may take.
 const INSTALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
-impl super::runtime::Runtime {
+impl Core {
     /// The volume holding `specs` installed for `language`: installed now, in a step of
     /// its own, unless this instance (or an earlier one: the volume keeps a marker)
     /// installed the same set before.
     pub(super) async fn ensure_packages(
         self: &Arc<Self>,
-        docker: &Docker,
         language: Language,
         specs: &[String],
         cancel: &CancellationToken,
@@ -184,16 +176,9 @@ impl super::runtime::Runtime {
         let image = self.image(language);
         let key = key(language, &image, index, specs);
         let volume = volume_name(&key);
-        let cell = super::runtime::once_per_image(&self.package_sets, &volume);
+        let cell = super::core::once_per_key(&self.package_sets, &volume);
         cell.get_or_try_init(|| async {
-            let request = bollard::models::VolumeCreateRequest {
-                name: Some(volume.clone()),
-                labels: Some(HashMap::from([(LABEL.to_string(), key.clone())])),
-                ..Default::default()
-            };
-            docker.create_volume(request).await.map_err(|error| {
-                super::container::engine_error("making the packages volume".into(), error)
-            })?;
+            self.backend.ensure_package_storage(&volume, &key).await?;
             let mode = Mode {
                 install: true,
                 relaxed: self
@@ -206,9 +191,9 @@ impl super::runtime::Runtime {
                 ..Mode::default()
             };
             let mut installer = self
-                .start_cancellable(docker, language, mode, cancel, permit)
+                .start_cancellable(language, mode, cancel, permit)
                 .await?;
-            let id = installer.container.clone();
+            let id = installer.id.clone();
             let program = Program {
                 file: crate::analysis::SourceKind::plain(language).file_name(),
                 code: program.into_bytes(),
@@ -218,9 +203,9 @@ impl super::runtime::Runtime {
                 files: Vec::new(),
             };
             let installed = self
-                .send(docker, &mut installer, &program, INSTALL_TIMEOUT, cancel)
+                .send(&mut installer, &program, INSTALL_TIMEOUT, cancel)
                 .await;
-            self.discard(docker, &id).await;
+            self.discard(&id).await;
             let installed = installed?;
             if installed.exit_code != 0 || installed.timed_out {
                 let stderr = installed.stderr.trim();

@@ -1,0 +1,122 @@
+//! The egress route of a Docker box: a Unix socket on this host, in a private folder of
+//! the host's temporary directory (one per instance and purpose), bind-mounted into
+//! the container. Which container a connection comes from is the kernel's word: the
+//! peer's pid (`SO_PEERCRED`) and that process's cgroup, which names the container.
+//!
+//! A folder records its owner (the instance's labels), so that the sweep of a process
+//! that is gone (a server killed with SIGKILL cannot remove its own) removes it.
+
+use super::instance::Instance;
+use crate::sandbox::backend::{BoxId, EgressListener, EgressPurpose, EgressStream};
+use crate::sandbox::SandboxError;
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use tokio::net::UnixListener;
+
+/// The folders of the instances' sockets, in the host's temporary directory.
+const FOLDER_PREFIX: &str = "code-sandbox-mcp-egress-";
+/// The labels of the instance a folder is for.
+const OWNER_FILE: &str = "owner.json";
+
+/// Connections to one socket, each with the container it comes from.
+pub struct SocketListener(UnixListener);
+
+#[async_trait]
+impl EgressListener for SocketListener {
+    async fn accept(&self) -> std::io::Result<(Box<dyn EgressStream>, Option<BoxId>)> {
+        let (client, _) = self.0.accept().await?;
+        let from = client
+            .peer_cred()
+            .ok()
+            .and_then(|credentials| credentials.pid())
+            .and_then(container_of);
+        Ok((Box::new(client), from))
+    }
+}
+
+/// Makes the folder and socket of `instance`'s egress route for `purpose`; returns
+/// the socket's path and its listener.
+pub fn open(
+    instance: &Instance,
+    purpose: EgressPurpose,
+) -> Result<(PathBuf, SocketListener), SandboxError> {
+    let failed = |doing: &str, error: std::io::Error| {
+        SandboxError::Engine(format!("{doing} for the egress proxy: {error}"))
+    };
+    let dir =
+        std::env::temp_dir().join(format!("{FOLDER_PREFIX}{}-{}", purpose.name(), instance.id));
+    std::fs::create_dir_all(&dir).map_err(|e| failed("making a folder", e))?;
+    // Whose folder it is, for the sweep of a process that is gone.
+    let owner = serde_json::to_string(&instance.labels()).expect("labels serialize");
+    std::fs::write(dir.join(OWNER_FILE), owner).map_err(|e| failed("writing the owner", e))?;
+    let socket = dir.join("egress.sock");
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).map_err(|e| failed("making the socket", e))?;
+    // The sandbox runs as an unprivileged user of its own, which must be able to
+    // connect; the folder keeps everyone else on the host from finding it by listing
+    // (it is only traversable).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
+            .map_err(|e| failed("opening the socket", e))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
+            .map_err(|e| failed("closing the folder", e))?;
+    }
+    tracing::info!(socket = %socket.display(), "egress route ready");
+    Ok((socket, SocketListener(listener)))
+}
+
+/// Removes the folder of the route whose socket is `socket`.
+pub fn remove_folder(socket: &Path) {
+    if let Some(dir) = socket.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Removes the socket folders of processes that are gone; returns how many.
+pub fn sweep(instance: &Instance) -> usize {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with(FOLDER_PREFIX) {
+            continue;
+        }
+        let owner: Option<HashMap<String, String>> =
+            std::fs::read_to_string(entry.path().join(OWNER_FILE))
+                .ok()
+                .and_then(|text| serde_json::from_str(&text).ok());
+        if owner.is_some_and(|labels| instance.owner_is_gone(&labels, None))
+            && std::fs::remove_dir_all(entry.path()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The container a process of this host belongs to: the 64-hex-digit id in its
+/// cgroup path (`/docker/<id>`, `docker-<id>.scope`, `libpod-<id>.scope`).
+fn container_of(pid: i32) -> Option<String> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    cgroups.lines().find_map(|line| {
+        line.split(|c: char| !c.is_ascii_hexdigit())
+            .find(|part| part.len() == 64)
+            .map(str::to_string)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_container_is_known_by_its_cgroup() {
+        // This process is in no container: no id.
+        assert_eq!(container_of(std::process::id() as i32), None);
+    }
+}

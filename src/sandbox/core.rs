@@ -1,0 +1,673 @@
+//! The engine-agnostic core behind a [`super::Sandbox`]: admission (the concurrency
+//! limit, the engine, the image), the warm pool, starting boxes under the guard the
+//! policy compiles to, runs, and the record of every box this instance owns, so that
+//! each one is removed after its run, at shutdown, or by the next instance if this
+//! process dies. Sessions (`session.rs`) and package installs (`install.rs`) add their
+//! own `impl Core` blocks. Everything an engine does goes through the [`Backend`].
+
+use super::assets::{self, Guard, Interpreters, Mode};
+use super::backend::{
+    short, Backend, BoxIo, BoxNetwork, BoxSpec, BoxStatus, EgressPurpose, PackageMount,
+};
+use super::call::{self, Executed, KILLED_EXIT_CODE};
+use super::egress::Egress;
+use super::environment::Environment;
+use super::files_out;
+use super::pool::{Claim, Pool};
+use super::protocol::Program;
+use super::session::Sessions;
+use super::{RunOutcome, RunRequest, SandboxError};
+use crate::analysis::Language;
+use crate::policy::{NetworkMode, Policy, PolicyEngine};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, OnceCell, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// A run's concurrency slot; shared with work the run leaves behind (a box still
+/// being created when it was cancelled) so the slot outlives both.
+pub(super) type Permit = Arc<tokio::sync::OwnedSemaphorePermit>;
+/// How long `shutdown` waits for box creations already sent to the engine, so that
+/// their boxes are known and removed too.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
+/// Rounds of "list what is left, remove it" at shutdown: a removal another task started
+/// may still be under way when ours returns.
+const SHUTDOWN_REMOVAL_ROUNDS: u32 = 50;
+
+pub struct Core {
+    pub(super) policy: Arc<Policy>,
+    pub(super) backend: Arc<dyn Backend>,
+    /// Per image: the box assets put in place once, and what the image offers (probed
+    /// then). A failed preparation is retried.
+    prepared: Mutex<HashMap<String, Arc<OnceCell<PreparedImage>>>>,
+    /// Under a network allowlist: the proxy the runs reach, started on first use.
+    egress: Egress,
+    /// The proxy of the package install step, whose list is the package indexes.
+    pub(super) install_egress: Egress,
+    /// The package sets installed (or found installed) by this instance, by storage.
+    pub(super) package_sets: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
+    pool: Pool<BoxIo>,
+    permits: Arc<Semaphore>,
+    pub(super) closing: CancellationToken,
+    /// Every box created and not yet removed: ready, running or being removed.
+    live: Mutex<HashSet<String>>,
+    /// What the policy installs at run time, per language (built once).
+    guards: Vec<(Language, Guard)>,
+    pub(super) sessions: Sessions,
+    /// The task that ends idle and expired sessions runs once the first one opens.
+    pub(super) reaping: AtomicBool,
+    /// Creations sent to the engine and not yet recorded in `live`.
+    creating: AtomicUsize,
+    created: Notify,
+}
+
+/// An image made ready for boxes: its assets in place, and what its probe found.
+#[derive(Debug, Clone)]
+struct PreparedImage {
+    interpreters: Interpreters,
+    /// The probe's report, which [`Environment::parse`] reads.
+    probe: Arc<str>,
+    /// The image's [`super::images::PACKAGES_LABEL`].
+    headline_label: Option<String>,
+}
+
+impl Core {
+    pub fn new(policy: Arc<Policy>, backend: Arc<dyn Backend>) -> Core {
+        let permits = policy.pool.max_concurrent.max(1);
+        let pool = Pool::new(policy.pool.size, permits);
+        let engine = PolicyEngine::new(policy.as_ref().clone());
+        let guards = Language::ALL
+            .into_iter()
+            .map(|language| (language, Guard::new(&engine, language)))
+            .collect();
+        Core {
+            guards,
+            prepared: Mutex::new(HashMap::new()),
+            policy,
+            backend,
+            egress: Egress::new(EgressPurpose::Run),
+            install_egress: Egress::new(EgressPurpose::Install),
+            package_sets: Mutex::new(HashMap::new()),
+            pool,
+            permits: Arc::new(Semaphore::new(permits)),
+            closing: CancellationToken::new(),
+            live: Mutex::new(HashSet::new()),
+            sessions: Sessions::default(),
+            reaping: AtomicBool::new(false),
+            creating: AtomicUsize::new(0),
+            created: Notify::new(),
+        }
+    }
+
+    pub fn instance_id(&self) -> &str {
+        self.backend.instance_id()
+    }
+
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
+    }
+
+    /// Connects, makes the images available and fills the pool; waits until done.
+    pub async fn warm_up(self: &Arc<Self>) {
+        if let Err(error) = self.backend.connect().await {
+            tracing::warn!(%error, "warm-up skipped");
+            return;
+        }
+        let mut fills = Vec::new();
+        for language in Language::ALL {
+            if let Err(error) = self.choose_image(language).await {
+                tracing::warn!(%error, "warm-up: image unavailable");
+                continue;
+            }
+            fills.extend(self.refill(language));
+        }
+        futures_util::future::join_all(fills).await;
+        tracing::debug!(instance = %self.instance_id(), "warm pool ready");
+    }
+
+    pub async fn run(
+        self: &Arc<Self>,
+        request: RunRequest,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, SandboxError> {
+        let (permit, timeout) = self.admit(&request, &cancel).await?;
+        let language = request.language();
+        let packages = if request.packages.is_empty() {
+            None
+        } else {
+            Some(
+                self.ensure_packages(language, &request.packages, &cancel, &permit)
+                    .await?,
+            )
+        };
+        let mut io = if request.approved.is_empty() && packages.is_none() {
+            self.box_for(language, &cancel, &permit).await?
+        } else {
+            // A person approved this run's `ask` rules, or it has packages: a box of
+            // its own, whose guard leaves out just the approved rules.
+            let mode = Mode {
+                relaxed: request.approved.clone(),
+                packages,
+                ..Mode::default()
+            };
+            self.start_cancellable(language, mode, &cancel, &permit)
+                .await?
+        };
+        let id = io.id.clone();
+        // Removes the box when this run ends, however it ends: returned, or dropped by
+        // a caller that stopped waiting. The removal runs in the background, after the
+        // answer is returned; timeouts and cancellations removed the box already, and
+        // removing it again is harmless.
+        let _cleanup = Discard {
+            core: self.clone(),
+            id: id.clone(),
+        };
+        let program = Program {
+            file: request.kind.file_name(),
+            code: request.code.as_bytes().to_vec(),
+            env: request.env.clone(),
+            tap: request.tap.clone(),
+            call: None,
+            files: request.files.clone(),
+        };
+        let since = std::time::Instant::now();
+        let result = self.send(&mut io, &program, timeout, &cancel).await;
+        let outcome = self.outcome(&id, since, result).await;
+        // Refill once this run is done, so the new box's start does not compete with
+        // this run for the CPU.
+        self.refill(language);
+        outcome
+    }
+
+    /// What every run waits for before it may start: its turn (calls beyond
+    /// `pool.max_concurrent` wait here, in order; they never fail), the engine, and its
+    /// image. Returns the turn and the run's wall-clock limit.
+    pub(super) async fn admit(
+        self: &Arc<Self>,
+        request: &RunRequest,
+        cancel: &CancellationToken,
+    ) -> Result<(Permit, Duration), SandboxError> {
+        if self.closing.is_cancelled() {
+            return Err(SandboxError::ShuttingDown);
+        }
+        let permit = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+            permit = self.permits.clone().acquire_owned() => Arc::new(permit
+                .map_err(|_| SandboxError::ShuttingDown)?),
+        };
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+            ready = self.choose_image(request.language()) => ready?,
+        };
+        let limit = self.policy.limits.timeout();
+        let timeout = request.timeout.map_or(limit, |wanted| wanted.min(limit));
+        Ok((permit, timeout))
+    }
+
+    /// Sends `program` to the box `io` with an end token of its own, and collects the
+    /// run (see [`call::execute`]).
+    pub(super) async fn send(
+        &self,
+        io: &mut BoxIo,
+        program: &Program,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Executed, SandboxError> {
+        let token = format!("{}-{}", self.instance_id(), end_token_salt());
+        call::execute(
+            self.backend.as_ref(),
+            io,
+            program,
+            &token,
+            timeout,
+            self.policy.limits.output,
+            cancel,
+        )
+        .await
+    }
+
+    /// What a run's result means to the caller: the guard's block lines become
+    /// findings, a kill is told apart as the OOM killer's, and the egress proxy's
+    /// refusals of this box's connections since `since` come with it.
+    pub async fn outcome(
+        &self,
+        id: &str,
+        since: std::time::Instant,
+        result: Result<Executed, SandboxError>,
+    ) -> Result<RunOutcome, SandboxError> {
+        let mut executed = result?;
+        let oom_killed = !executed.timed_out
+            && executed.exit_code == KILLED_EXIT_CODE
+            && self.backend.oom_killed(id).await;
+        let blocked = assets::take_blocks(&mut executed.stderr, &self.policy);
+        let mut returned = executed
+            .files
+            .map(|record| files_out::read_record(&record, &self.policy))
+            .unwrap_or_default();
+        files_out::export(&mut returned.files, &self.policy);
+        Ok(RunOutcome {
+            exit_code: executed.exit_code,
+            stdout: executed.stdout,
+            stderr: executed.stderr,
+            blocked,
+            timed_out: executed.timed_out,
+            oom_killed,
+            truncated: executed.truncated,
+            duration_ms: executed.duration.as_millis() as u64,
+            files: returned.files,
+            files_unlisted: returned.unlisted,
+            network_refused: self.egress.refusals(id, since),
+        })
+    }
+
+    /// A started box with `language`'s interpreter waiting in it: a warm one when the
+    /// pool has one, else a new one. A pooled one that died while waiting (the engine
+    /// restarted, say) is replaced by a new one.
+    async fn box_for(
+        self: &Arc<Self>,
+        language: Language,
+        cancel: &CancellationToken,
+        permit: &Permit,
+    ) -> Result<BoxIo, SandboxError> {
+        let key = self.pool_key(language);
+        loop {
+            let claim = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
+                claim = self.pool.claim(&key) => claim,
+            };
+            match claim {
+                Claim::Ready(io) => {
+                    if self.backend.status(&io.id).await == BoxStatus::Running {
+                        return Ok(io);
+                    }
+                    tracing::warn!(
+                        container = short(&io.id),
+                        "a warm container is unusable; using another"
+                    );
+                    self.discard_in_background(io.id);
+                }
+                Claim::Create => break,
+            }
+        }
+        self.start_cancellable(language, Mode::default(), cancel, permit)
+            .await
+    }
+
+    /// The interpreter a box of `language`'s image runs: what the image's probe found,
+    /// under the guard the policy compiles to for the language.
+    fn command_for(
+        &self,
+        language: Language,
+        interpreters: &Interpreters,
+        mode: &Mode,
+    ) -> Result<assets::GuardedCommand, SandboxError> {
+        let image = self.image(language);
+        let guard = self
+            .guards
+            .iter()
+            .find(|(l, _)| *l == language)
+            .map(|(_, guard)| guard)
+            .expect("a guard for every language");
+        let relaxed;
+        let guard = if mode.relaxed.is_empty() {
+            guard
+        } else {
+            relaxed = guard.relaxed(&mode.relaxed);
+            &relaxed
+        };
+        guard
+            .command(interpreters, mode)
+            .map_err(|reason| SandboxError::LayerUnavailable(format!("image `{image}`: {reason}")))
+    }
+
+    /// A new box of `language`'s image whose main process is the interpreter, started
+    /// in `mode` and waiting for its program.
+    pub async fn start_box(
+        self: &Arc<Self>,
+        language: Language,
+        mode: Mode,
+    ) -> Result<BoxIo, SandboxError> {
+        let image = self.image(language);
+        let started = async {
+            let prepared = self.prepare(&image).await?;
+            let mode = Mode {
+                // The install step imports nothing but what it runs.
+                preload: if mode.install {
+                    Vec::new()
+                } else {
+                    self.policy.pool.preload.for_language(language).to_vec()
+                },
+                ..mode
+            };
+            let (argv, mut env) = self.command_for(language, &prepared.interpreters, &mode)?;
+            let network = if mode.install {
+                let (_, python_index) = self.policy.packages.for_language(Language::Python);
+                let (_, registry) = self.policy.packages.for_language(Language::JavaScript);
+                let hosts = super::install::index_hosts(&[python_index, registry]);
+                self.install_egress
+                    .open(self.backend.as_ref(), &hosts)
+                    .await?;
+                BoxNetwork::Egress(EgressPurpose::Install)
+            } else {
+                match &self.policy.network {
+                    NetworkMode::Allow(allow) => {
+                        self.egress.open(self.backend.as_ref(), allow).await?;
+                        BoxNetwork::Egress(EgressPurpose::Run)
+                    }
+                    NetworkMode::Bridge => BoxNetwork::Bridge,
+                    NetworkMode::None => BoxNetwork::None,
+                }
+            };
+            if mode.packages.is_some() && !mode.install {
+                env.extend(super::install::run_env(language));
+            }
+            let spec = BoxSpec {
+                image: image.clone(),
+                argv,
+                env,
+                limits: self.policy.limits.clone(),
+                network,
+                runtime: self.policy.runtime.clone(),
+                mounts: self.policy.mounts.clone(),
+                packages: mode.packages.clone().map(|storage| PackageMount {
+                    storage,
+                    writable: mode.install,
+                }),
+            };
+            self.create(&spec).await
+        }
+        .await;
+        // Removed since it was checked (by the assets setup's box or this one's): the
+        // next run checks, and pulls, again.
+        if let Err(SandboxError::ImageUnavailable(_)) = &started {
+            self.backend.forget_image(&image);
+        }
+        started
+    }
+
+    /// [`Core::start_box`] in its own task: if the caller is cancelled meanwhile, the
+    /// task still learns the new box's id and removes it.
+    pub async fn start_cancellable(
+        self: &Arc<Self>,
+        language: Language,
+        mode: Mode,
+        cancel: &CancellationToken,
+        permit: &Permit,
+    ) -> Result<BoxIo, SandboxError> {
+        let mut task = tokio::spawn({
+            let core = self.clone();
+            async move { core.start_box(language, mode).await }
+        });
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                let core = self.clone();
+                // The creation goes on using the engine: it keeps this run's
+                // concurrency slot until it has ended and its box is gone.
+                let slot = Arc::clone(permit);
+                tokio::spawn(async move {
+                    if let Ok(Ok(io)) = task.await {
+                        core.discard(&io.id).await;
+                    }
+                    drop(slot);
+                });
+                Err(SandboxError::Cancelled)
+            }
+            created = &mut task => match created {
+                Ok(result) => result,
+                Err(join_error) => Err(SandboxError::Engine(format!("creating a container: {join_error}"))),
+            },
+        }
+    }
+
+    /// The image's assets in place and what it offers: done once per image by the
+    /// backend (which also probes it).
+    async fn prepare(&self, image: &str) -> Result<PreparedImage, SandboxError> {
+        let cell = once_per_key(&self.prepared, image);
+        cell.get_or_try_init(|| async {
+            if self.closing.is_cancelled() {
+                return Err(SandboxError::ShuttingDown);
+            }
+            // Counted like any creation: shutdown waits for the setup's box to go.
+            let _creating = Creating::start(self);
+            let prepared = self.backend.prepare(image, &assets::setup()).await?;
+            Ok(PreparedImage {
+                interpreters: Interpreters::parse(&prepared.probe),
+                probe: prepared.probe.into(),
+                headline_label: prepared.headline_label,
+            })
+        })
+        .await
+        .cloned()
+    }
+
+    /// Creates and starts one box of `spec`, attached, and records it as ours.
+    async fn create(self: &Arc<Self>, spec: &BoxSpec) -> Result<BoxIo, SandboxError> {
+        if self.closing.is_cancelled() {
+            return Err(SandboxError::ShuttingDown);
+        }
+        let _creating = Creating::start(self);
+        let io = self.backend.start(spec).await?;
+        if self.closing.is_cancelled() {
+            self.backend.remove(&io.id).await;
+            return Err(SandboxError::ShuttingDown);
+        }
+        self.live_set().insert(io.id.clone());
+        tracing::debug!(container = short(&io.id), image = %spec.image, "container ready");
+        Ok(io)
+    }
+
+    /// Starts the creations that bring `language`'s pool back to its target
+    /// (`pool.size`, more while demand is high).
+    fn refill(self: &Arc<Self>, language: Language) -> Vec<tokio::task::JoinHandle<()>> {
+        if self.closing.is_cancelled() {
+            return Vec::new();
+        }
+        let key = self.pool_key(language);
+        let missing = self.pool.reserve(&key);
+        if missing > 0 {
+            tracing::debug!(
+                pool = key,
+                missing,
+                target = self.pool.target(&key),
+                "refilling the warm pool"
+            );
+        }
+        (0..missing)
+            .map(|_| {
+                let core = self.clone();
+                let key = key.clone();
+                tokio::spawn(async move {
+                    match core.start_box(language, Mode::default()).await {
+                        Ok(io) => core.pool.finished(&key, Some(io)),
+                        Err(error) => {
+                            core.pool.finished(&key, None);
+                            if !core.closing.is_cancelled() {
+                                tracing::warn!(%error, pool = key, "could not refill the warm pool");
+                            }
+                        }
+                    }
+                })
+            })
+            .collect()
+    }
+
+    pub(super) async fn discard(&self, id: &str) {
+        self.backend.remove(id).await;
+        self.live_set().remove(id);
+    }
+
+    pub(super) fn discard_in_background(self: &Arc<Self>, id: String) {
+        let core = self.clone();
+        tokio::spawn(async move { core.discard(&id).await });
+    }
+
+    /// The image `language` runs in, chosen among the policy's choices (and pulled)
+    /// the first time.
+    pub(super) async fn choose_image(&self, language: Language) -> Result<String, SandboxError> {
+        self.backend
+            .choose_image(language, self.policy.images.for_language(language))
+            .await
+    }
+
+    /// The image chosen for `language`, or, before the engine was asked, the policy's
+    /// last choice.
+    pub(super) fn image(&self, language: Language) -> String {
+        self.backend.chosen_image(language).unwrap_or_else(|| {
+            let choices = self.policy.images.for_language(language);
+            choices.last().cloned().unwrap_or_default()
+        })
+    }
+
+    /// What `language`'s image offers (connecting, choosing and pulling the image, and
+    /// putting its assets in place, when that has not happened yet).
+    pub async fn environment(
+        self: &Arc<Self>,
+        language: Language,
+    ) -> Result<Environment, SandboxError> {
+        let image = self.choose_image(language).await?;
+        let prepared = self.prepare(&image).await?;
+        Ok(Environment::parse(
+            &prepared.probe,
+            language,
+            &image,
+            prepared.headline_label.as_deref(),
+        ))
+    }
+
+    /// The pool holds interpreters, so it is kept per language as well as per image.
+    fn pool_key(&self, language: Language) -> String {
+        format!("{language}@{}", self.image(language))
+    }
+
+    /// Removes every box this instance owns; no new ones are made afterwards.
+    pub async fn shutdown(&self) {
+        self.closing.cancel();
+        self.permits.close();
+        // Creations already sent to the engine finish and record their box (or remove
+        // it, seeing `closing`), so none is missed below.
+        let waited = tokio::time::timeout(SHUTDOWN_WAIT, async {
+            loop {
+                let notified = self.created.notified();
+                if self.creating.load(Ordering::SeqCst) == 0 {
+                    break;
+                }
+                notified.await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            tracing::warn!("container creations still pending at shutdown");
+        }
+        drop(self.pool.drain());
+        drop(self.sessions.drain());
+        let mut ids: HashSet<String> = self.live_set().drain().collect();
+        let mut rounds = 0;
+        loop {
+            // Anything the engine lists as this instance's, in case a record was missed.
+            ids.extend(self.backend.own_boxes().await);
+            if ids.is_empty() {
+                break;
+            }
+            rounds += 1;
+            if rounds > SHUTDOWN_REMOVAL_ROUNDS {
+                tracing::warn!(
+                    left = ids.len(),
+                    "sandbox containers could not all be removed"
+                );
+                break;
+            }
+            if rounds > 1 {
+                // A removal started elsewhere (a run's own cleanup) is still finishing.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            futures_util::future::join_all(ids.iter().map(|id| self.backend.remove(id))).await;
+            ids.clear();
+        }
+        // The egress proxies, routes and asset storage go once no box uses them.
+        self.egress.stop();
+        self.install_egress.stop();
+        self.backend.release().await;
+        tracing::debug!(instance = %self.instance_id(), "sandbox containers removed at shutdown");
+    }
+
+    /// What `code-sandbox-mcp cleanup` does: the sweep every instance makes when it
+    /// first connects, on its own, with what it removed (boxes, volumes).
+    pub async fn cleanup(&self) -> Result<(usize, usize), SandboxError> {
+        self.backend.sweep().await
+    }
+
+    fn live_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ready boxes in the pool for `language`'s image (for tests and the bench).
+    pub fn warm_containers(&self, language: Language) -> usize {
+        self.pool.ready(&self.pool_key(language))
+    }
+}
+
+/// Makes a session call's end token unguessable in advance by the code it ends.
+fn end_token_salt() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    format!("{:016x}", hasher.finish())
+}
+
+/// The cell that makes something happen once per key (a failure is retried).
+pub(super) fn once_per_key<T>(
+    cells: &Mutex<HashMap<String, Arc<OnceCell<T>>>>,
+    key: &str,
+) -> Arc<OnceCell<T>> {
+    cells
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key.to_string())
+        .or_default()
+        .clone()
+}
+
+/// One box creation under way, counted from its start until this is dropped (however
+/// the creation ends), so that `shutdown` can wait for it.
+struct Creating<'a>(&'a Core);
+
+impl<'a> Creating<'a> {
+    fn start(core: &'a Core) -> Creating<'a> {
+        core.creating.fetch_add(1, Ordering::SeqCst);
+        Creating(core)
+    }
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        self.0.creating.fetch_sub(1, Ordering::SeqCst);
+        self.0.created.notify_waiters();
+    }
+}
+
+/// Removes one run's box when dropped.
+struct Discard {
+    core: Arc<Core>,
+    id: String,
+}
+
+impl Drop for Discard {
+    fn drop(&mut self) {
+        // Outside a Tokio runtime (the whole runtime is being torn down) nothing can be
+        // spawned; `shutdown` or the next instance's sweep removes the box then.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.core
+                .discard_in_background(std::mem::take(&mut self.id));
+        }
+    }
+}

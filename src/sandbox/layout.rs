@@ -1,0 +1,55 @@
+//! Every path and port inside a box, in one place. The core writes programs and files
+//! to them, the assets (guards, bootstraps) read them, and each backend mounts what it
+//! must at them; none of those spells a path of its own.
+//!
+//! A box sees: its working directory ([`WORKDIR`]) and `/tmp` as small writable
+//! scratch space, everything else read-only; the box's assets at [`ASSETS`]; a package
+//! set, when a run asks for one, at [`PACKAGES`]; and, under a network allowlist, the
+//! egress proxy's socket at [`EGRESS_SOCKET`], which the bootstrap relays to from
+//! `127.0.0.1:`[`RELAY_PORT`].
+
+/// The working directory: scratch space (a size-capped tmpfs) where the program's own
+/// file and the files handed in are written, and where it writes its own.
+pub const WORKDIR: &str = "/sandbox";
+
+/// Scratch directories besides [`WORKDIR`] that the program may write.
+pub const SCRATCH: [&str; 2] = ["/tmp", "/dev/shm"];
+
+/// The box's assets: the guards and the kernel-floor helper, root's and read-only.
+pub const ASSETS: &str = "/opt/code-sandbox";
+
+/// Where a package set is mounted: writable in its install step, read-only in runs.
+pub const PACKAGES: &str = "/opt/packages";
+
+/// Where the egress proxy's socket appears in a box under a network allowlist.
+pub const EGRESS_SOCKET: &str = "/run/code-sandbox/egress.sock";
+
+/// The loopback port inside the box that the bootstrap relays to [`EGRESS_SOCKET`].
+pub const RELAY_PORT: u16 = 3128;
+
+/// The unprivileged user programs run as (`nobody:nogroup` on Debian images).
+pub const USER: &str = "65534:65534";
+
+/// The home directory programs see (`HOME`): the scratch `/tmp`, since nothing else
+/// is writable.
+pub const HOME: &str = "/tmp";
+
+/// A path of `name` in [`WORKDIR`].
+pub fn in_workdir(name: &str) -> String {
+    format!("{WORKDIR}/{name}")
+}
+
+/// A path of `name` in [`ASSETS`].
+pub fn asset(name: &str) -> String {
+    format!("{ASSETS}/{name}")
+}
+
+/// The variables that point HTTP clients at the relay (both spellings: curl and
+/// Python read the lower-case ones, many others the upper-case).
+pub fn proxy_env() -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{RELAY_PORT}");
+    ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"]
+        .into_iter()
+        .map(|name| (name.to_string(), url.clone()))
+        .collect()
+}
