@@ -15,8 +15,11 @@
 use super::live::{LiveView, Shown};
 use super::{display_path, PolicyArg, EXIT_USAGE};
 use crate::analysis::Language;
-use crate::policy::{EngineKind, Finding, PolicyEngine, Report};
-use crate::sandbox::{pass_through, run_timeout, RunOutcome, RunRequest, Sandbox, SandboxError};
+use crate::policy::{EngineKind, Finding, InputError};
+use crate::sandbox::{
+    pass_through, Approval, Caller, NotRun, OutputTap, RunOutcome, Sandbox, SandboxError,
+    Submission, Submitted,
+};
 use serde::Serialize;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -84,7 +87,7 @@ struct JsonResult<'a> {
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
-    let policy = match args.policy.load() {
+    let mut policy = match args.policy.load() {
         Ok(policy) => policy,
         Err(code) => return code,
     };
@@ -92,13 +95,6 @@ pub fn main(args: RunArgs) -> ExitCode {
     let Some(language) = args.language.or_else(|| Language::from_path(&args.file)) else {
         eprintln!("error: {name}: unknown language: use a .py/.js/.mjs/.cjs file or --language");
         return ExitCode::from(EXIT_USAGE);
-    };
-    let timeout = match run_timeout(args.timeout, policy.limits.timeout()) {
-        Ok(timeout) => timeout,
-        Err(message) => {
-            eprintln!("error: --{message}");
-            return ExitCode::from(EXIT_USAGE);
-        }
     };
     let limit = policy.limits.code.bytes();
     let bytes = match read_input(&args.file, limit) {
@@ -108,118 +104,149 @@ pub fn main(args: RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let engine = PolicyEngine::new(policy);
-    let report = match engine.check_bytes(language, &bytes) {
-        Ok(report) => report,
+    let code = match String::from_utf8(bytes) {
+        Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {name}: {error}");
+            let offset = error.utf8_error().valid_up_to();
+            eprintln!("error: {name}: {}", InputError::NotUtf8 { offset });
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    for finding in &report.findings {
-        eprintln!("{}", finding.to_line(&name));
-    }
-    let policy_name = engine.policy().name.clone();
-    // `ask` needs an MCP client that can ask its user; here it is a denial.
-    let asks = report.asks();
-    if report.denied() || !asks.is_empty() {
-        if !asks.is_empty() {
-            eprintln!(
-                "{name}: the policy `{policy_name}` asks a person to approve this code ({}), which \
-                 only an MCP client can do: nothing was run",
-                asks.join(", ")
-            );
-        } else {
-            eprintln!("{name}: denied by the policy `{policy_name}`: nothing was run");
-        }
-        if args.format == RunFormat::Json {
-            print_json(&JsonResult {
-                policy: &policy_name,
-                language,
-                denied: true,
-                findings: &report.findings,
-                outcome: None,
-            });
-        }
-        return ExitCode::from(1);
-    }
-    // check_bytes succeeded, so the bytes are UTF-8.
-    let code = String::from_utf8(bytes).unwrap_or_default();
-
-    let request = RunRequest {
-        kind: report.kind,
+    let submission = Submission {
+        language,
         code,
-        timeout: Some(timeout),
-        env: pass_through(&engine.policy().env.pass_through, &args.pass_through_env),
-        tap: None,
+        timeout: args.timeout,
         files: Vec::new(),
-        approved: Vec::new(),
         packages: Vec::new(),
+        session: None,
+        env: pass_through(&policy.env.pass_through, &args.pass_through_env),
     };
-    let mut policy = engine.policy().clone();
     // One run, then exit: a warm pool would only start containers to throw away.
     policy.pool.size = 0;
     if let Some(engine) = args.engine {
         policy.engine = engine;
     }
-    let live = args.format == RunFormat::Text;
-    match execute(Arc::new(policy), request, live) {
-        Ended::Ran(outcome, shown) => report_outcome(
+    let policy_name = policy.name.clone();
+    let caller = CliCaller {
+        name: name.clone(),
+        live: args.format == RunFormat::Text,
+        cap: usize::try_from(policy.limits.output.bytes()).unwrap_or(usize::MAX),
+        view: std::sync::Mutex::new(None),
+    };
+    let (submitted, shown, signal) = match execute(Arc::new(policy), submission, &caller) {
+        Ok(ended) => ended,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_ENGINE);
+        }
+    };
+    match submitted.result {
+        Ok(ran) => report_outcome(
             args.format,
             &name,
             &policy_name,
             language,
-            &report,
-            &outcome,
+            &submitted.findings,
+            &ran.outcome,
             shown,
         ),
-        Ended::Failed(error) => {
-            eprintln!("error: {error}");
-            ExitCode::from(EXIT_ENGINE)
+        Err(NotRun::Invalid(message)) => {
+            eprintln!("error: {name}: {message}");
+            ExitCode::from(EXIT_USAGE)
         }
-        Ended::Interrupted(signal) => {
+        Err(NotRun::Denied) => {
+            for finding in &submitted.findings {
+                eprintln!("{}", finding.to_line(&name));
+            }
+            match &submitted.approval {
+                // `ask` needs an MCP client that can ask its user; here it is a denial.
+                Some(approval) => eprintln!(
+                    "{name}: the policy `{policy_name}` asks a person to approve this code ({}), \
+                     which only an MCP client can do: nothing was run",
+                    approval.rules.join(", ")
+                ),
+                None => eprintln!("{name}: denied by the policy `{policy_name}`: nothing was run"),
+            }
+            if args.format == RunFormat::Json {
+                print_json(&JsonResult {
+                    policy: &policy_name,
+                    language,
+                    denied: true,
+                    findings: &submitted.findings,
+                    outcome: None,
+                });
+            }
+            ExitCode::from(1)
+        }
+        Err(NotRun::Failed(SandboxError::Cancelled)) => {
             eprintln!("{name}: interrupted; the run was killed and its container removed");
             ExitCode::from(128 + signal)
+        }
+        Err(NotRun::Failed(error)) => {
+            eprintln!("error: {error}");
+            ExitCode::from(EXIT_ENGINE)
         }
     }
 }
 
-enum Ended {
-    /// The outcome, and what the live view printed of it (in text format).
-    Ran(RunOutcome, Option<Shown>),
-    Failed(SandboxError),
-    /// The signal number that stopped it.
-    Interrupted(u8),
+/// The terminal as the sandbox's [`Caller`]: nobody can approve an `ask` rule here
+/// (it is a denial), the check's warnings are printed before the run, and with `--format
+/// text` the output is printed as it comes.
+struct CliCaller {
+    /// The file as the user named it, for the findings' lines.
+    name: String,
+    live: bool,
+    /// The policy's output cap: the live view prints no more.
+    cap: usize,
+    view: std::sync::Mutex<Option<LiveView>>,
 }
 
-/// Runs the request on a runtime of its own; SIGINT and SIGTERM kill the run, and the
-/// container is removed on every path before returning.
-fn execute(policy: Arc<crate::policy::Policy>, mut request: RunRequest, live: bool) -> Ended {
+#[async_trait::async_trait]
+impl Caller for CliCaller {
+    async fn approve(
+        &self,
+        _language: Language,
+        code: &str,
+        _findings: &[Finding],
+        rules: &[&str],
+    ) -> Approval {
+        Approval::unavailable(code, rules)
+    }
+
+    fn starting(&self, findings: &[Finding], _timeout: std::time::Duration) -> Option<OutputTap> {
+        for finding in findings {
+            eprintln!("{}", finding.to_line(&self.name));
+        }
+        if !self.live {
+            return None;
+        }
+        let (view, tap) = LiveView::start(self.cap);
+        *self.view.lock().unwrap_or_else(|e| e.into_inner()) = Some(view);
+        Some(tap)
+    }
+}
+
+/// Submits on a runtime of its own; SIGINT and SIGTERM cancel the run, and its
+/// container is removed on every path before returning. Returns what became of the
+/// submission, what the live view printed, and the signal that stopped it, if one did.
+fn execute(
+    policy: Arc<crate::policy::Policy>,
+    submission: Submission,
+    caller: &CliCaller,
+) -> Result<(Submitted, Option<Shown>, u8), SandboxError> {
     super::init_logging(false);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            return Ended::Failed(SandboxError::Engine(format!(
-                "cannot start the async runtime: {error}"
-            )))
-        }
-    };
-    runtime.block_on(async {
-        let view = live.then(|| {
-            let (view, tap) = LiveView::start(
-                usize::try_from(policy.limits.output.bytes()).unwrap_or(usize::MAX),
-            );
-            request.tap = Some(tap);
-            view
-        });
+        .map_err(|error| {
+            SandboxError::Engine(format!("cannot start the async runtime: {error}"))
+        })?;
+    Ok(runtime.block_on(async {
         let sandbox = Sandbox::new(policy);
         let cancel = CancellationToken::new();
         // A signal cancels the run, which then kills it and removes its container
-        // before `run` returns; the number becomes the exit status (128 + n).
+        // before `submit` returns; the number becomes the exit status (128 + n).
         let watcher = {
             let cancel = cancel.clone();
             tokio::spawn(async move {
@@ -228,8 +255,9 @@ fn execute(policy: Arc<crate::policy::Policy>, mut request: RunRequest, live: bo
                 signal
             })
         };
-        let result = sandbox.run(request, cancel.clone()).await;
-        // The request, and with it the tap, is gone: the view ends once it has printed.
+        let submitted = sandbox.submit(submission, caller, cancel.clone()).await;
+        // The run, and with it the tap, is over: the view ends once it has printed.
+        let view = caller.view.lock().unwrap_or_else(|e| e.into_inner()).take();
         let shown = match view {
             Some(view) => Some(view.finish().await),
             None => None,
@@ -243,12 +271,8 @@ fn execute(policy: Arc<crate::policy::Policy>, mut request: RunRequest, live: bo
             2
         };
         sandbox.shutdown().await;
-        match result {
-            Ok(outcome) => Ended::Ran(outcome, shown),
-            Err(SandboxError::Cancelled) => Ended::Interrupted(signal),
-            Err(error) => Ended::Failed(error),
-        }
-    })
+        (submitted, shown, signal)
+    }))
 }
 
 fn report_outcome(
@@ -256,7 +280,7 @@ fn report_outcome(
     name: &str,
     policy: &str,
     language: Language,
-    report: &Report,
+    findings: &[Finding],
     outcome: &RunOutcome,
     shown: Option<Shown>,
 ) -> ExitCode {
@@ -318,7 +342,7 @@ fn report_outcome(
             policy,
             language,
             denied: false,
-            findings: &report.findings,
+            findings,
             outcome: Some(outcome),
         }),
     }

@@ -8,62 +8,14 @@
 
 use crate::analysis::Language;
 use crate::policy::{Action, Finding};
+use crate::sandbox::{Answer, Approval};
 use rmcp::model::{BooleanSchema, ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::{ElicitationMode, Peer};
 use rmcp::RoleServer;
-use serde::Serialize;
 use std::time::Duration;
 
 /// How long a person has to answer.
 pub const APPROVAL_WAIT: Duration = Duration::from_secs(300);
-
-/// How an approval request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Answer {
-    /// The person said yes: the code ran, once.
-    Approved,
-    /// The person said no.
-    Declined,
-    /// The person dismissed the question.
-    Cancelled,
-    /// The client cannot ask its user (no elicitation).
-    Unavailable,
-    /// No answer came in time.
-    TimedOut,
-    /// Asking failed (the client answered with an error).
-    Failed,
-}
-
-/// What a result says of an approval that was asked for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct Approval {
-    /// The `ask` rules the code matched.
-    pub rules: Vec<String>,
-    pub answer: Answer,
-    /// sha256 of the code the person was shown (and that ran, if approved).
-    pub code_sha256: String,
-}
-
-impl Approval {
-    /// Why the code did not run, for the result's message.
-    pub fn refusal(&self) -> String {
-        let why = match self.answer {
-            Answer::Approved => return String::new(),
-            Answer::Declined => "the person declined",
-            Answer::Cancelled => "the person dismissed the question",
-            Answer::Unavailable => "this client cannot ask its user (it has no MCP elicitation)",
-            Answer::TimedOut => "no answer came in time",
-            Answer::Failed => "asking the person failed",
-        };
-        format!(
-            "the sandbox policy asks a person to approve this code ({}), and {why}: nothing \
-             was run. Rewrite the code without what the findings name, or ask the user to \
-             approve it when asked",
-            self.rules.join(", ")
-        )
-    }
-}
 
 /// Asks the person at `peer`'s end to approve `code`, showing `findings`.
 pub async fn ask(
@@ -73,12 +25,7 @@ pub async fn ask(
     findings: &[Finding],
     rules: &[&str],
 ) -> Approval {
-    let code_sha256 = crate::digest::sha256_hex(code.as_bytes());
-    let mut approval = Approval {
-        rules: rules.iter().map(|r| r.to_string()).collect(),
-        answer: Answer::Unavailable,
-        code_sha256,
-    };
+    let mut approval = Approval::unavailable(code, rules);
     if !peer
         .supported_elicitation_modes()
         .contains(&ElicitationMode::Form)

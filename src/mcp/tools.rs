@@ -15,14 +15,17 @@ use super::types::{
 };
 use super::CodeSandboxServer;
 use crate::analysis::Language;
-use crate::policy::{InputError, PolicyEngine, Report};
-use crate::sandbox::{run_timeout, RunRequest, SandboxError};
+use crate::policy::{Finding, InputError, PolicyEngine, Report};
+use crate::sandbox::{
+    check_after, Approval, Caller, NotRun, OutputTap, SandboxError, SessionName, Submission,
+};
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 use serde::Serialize;
+use std::time::Duration;
 
 // The descriptions and annotations written here are placeholders: `CodeSandboxServer::new`
 // replaces them with ones built from the policy in force (see `describe`).
@@ -128,7 +131,8 @@ impl CodeSandboxServer {
 }
 
 impl CodeSandboxServer {
-    /// Check, then run: the body of both run tools.
+    /// The body of both run tools: the sandbox's one check → ask → run path, with this
+    /// client as the caller (its user approves, its progress token hears the output).
     async fn run_code(
         &self,
         language: Language,
@@ -147,72 +151,22 @@ impl CodeSandboxServer {
         if let Some(reason) = args.invalid_utf8 {
             return not_run(RunStatus::InvalidInput, reason);
         }
-        let limit = policy.limits.timeout();
-        let timeout = match run_timeout(args.timeout, limit) {
-            Ok(timeout) => timeout,
-            Err(message) => return not_run(RunStatus::InvalidInput, message),
-        };
-        let files = match args
-            .files
-            .iter()
-            .map(|file| file.decode())
-            .collect::<Result<Vec<_>, _>>()
-            .and_then(|files| {
-                crate::sandbox::files_in::check(&files, policy.limits.tmpfs).map(|()| files)
-            }) {
+        let files = match args.files.iter().map(|file| file.decode()).collect() {
             Ok(files) => files,
             Err(message) => return not_run(RunStatus::InvalidInput, message),
         };
-        let (allowed, _) = policy.packages.for_language(language);
-        let key = match language {
-            Language::Python => "packages.python",
-            Language::JavaScript => "packages.javascript",
+        let submission = Submission {
+            language,
+            code: args.code,
+            timeout: args.timeout,
+            files,
+            packages: args.packages,
+            session: args.session.as_ref().map(|name| SessionName {
+                owner: self.connection.to_string(),
+                name: name.clone(),
+            }),
+            env: self.env.to_vec(),
         };
-        let packages = match crate::policy::packages::resolve(&args.packages, allowed, key) {
-            Ok(packages) => packages,
-            Err(message) => return not_run(RunStatus::InvalidInput, message),
-        };
-        if !packages.is_empty() && args.session.is_some() {
-            return not_run(
-                RunStatus::InvalidInput,
-                "packages cannot be installed into a session yet: run without `session`".into(),
-            );
-        }
-        // A session's call is checked together with the calls it follows, so that a
-        // name one call binds is judged where the next one uses it.
-        let history = args
-            .session
-            .as_deref()
-            .and_then(|name| self.sandbox.session_history(&self.connection, name))
-            .unwrap_or_default();
-        let report =
-            match check_after(self.engine.clone(), language, history, args.code.clone()).await {
-                Ok(report) => report,
-                Err(error) => return not_run(RunStatus::InvalidInput, error.to_string()),
-            };
-        if report.denied() {
-            let mut result = RunResult::not_run(RunStatus::Denied, language, &policy.name);
-            result.message = Some("the sandbox policy denied this code; see findings".to_string());
-            result.findings = report.findings;
-            return result;
-        }
-        // `ask`: a person approves this exact code, or it is a denial.
-        let asks = report.asks();
-        let approval = if asks.is_empty() {
-            None
-        } else {
-            let approval =
-                approval::ask(&context.peer, language, &args.code, &report.findings, &asks).await;
-            if approval.answer != approval::Answer::Approved {
-                let mut result = RunResult::not_run(RunStatus::Denied, language, &policy.name);
-                result.message = Some(approval.refusal());
-                result.findings = report.findings;
-                result.approval = Some(approval);
-                return result;
-            }
-            Some(approval)
-        };
-
         // The run stops when the client cancels this request or the server shuts down.
         let cancel = self.stop.child_token();
         let _link = {
@@ -223,67 +177,77 @@ impl CodeSandboxServer {
                 cancel.cancel();
             }))
         };
-        let (_progress, tap) = ProgressReporter::start(
-            context.peer.clone(),
-            context.meta.get_progress_token(),
-            timeout,
-        );
-        let request = RunRequest {
-            kind: report.kind,
-            code: args.code,
-            timeout: Some(timeout),
-            env: self.env.to_vec(),
-            tap,
-            files,
-            approved: approval
-                .as_ref()
-                .map(|a| a.rules.clone())
-                .unwrap_or_default(),
-            packages,
+        let caller = McpCaller {
+            context: &context,
+            progress: std::sync::Mutex::new(None),
         };
-        tracing::debug!(%language, timeout_ms = timeout.as_millis() as u64, "dispatching to the sandbox");
-        let ran = match &args.session {
-            None => self
-                .sandbox
-                .run(request, cancel)
-                .await
-                .map(|outcome| (outcome, None)),
-            Some(name) => self
-                .sandbox
-                .run_in_session(&self.connection, name, request, cancel)
-                .await
-                .map(|call| {
-                    let state = SessionState {
-                        name: name.clone(),
-                        call: call.call,
-                        ended: call.ended,
-                    };
-                    (call.outcome, Some(state))
-                }),
-        };
-        match ran {
-            Ok((outcome, session)) => {
+        let submitted = self.sandbox.submit(submission, &caller, cancel).await;
+        let mut result = match submitted.result {
+            Ok(ran) => {
                 let mut result =
-                    RunResult::completed(outcome, report.findings, language, &policy.name);
-                result.session = session;
-                result.approval = approval;
+                    RunResult::completed(ran.outcome, submitted.findings, language, &policy.name);
+                result.session = ran.session_call.map(|(call, ended)| SessionState {
+                    name: args.session.clone().unwrap_or_default(),
+                    call,
+                    ended,
+                });
                 result
             }
-            Err(error @ SandboxError::Session(_)) => {
-                not_run(RunStatus::InvalidInput, error.to_string())
+            Err(NotRun::Invalid(message)) => not_run(RunStatus::InvalidInput, message),
+            Err(NotRun::Denied) => {
+                let mut result = RunResult::not_run(RunStatus::Denied, language, &policy.name);
+                result.message = Some(match &submitted.approval {
+                    Some(approval) => approval.refusal(),
+                    None => "the sandbox policy denied this code; see findings".to_string(),
+                });
+                result.findings = submitted.findings;
+                result
             }
-            Err(SandboxError::Cancelled) => not_run(
+            Err(NotRun::Failed(SandboxError::Cancelled)) => not_run(
                 RunStatus::Cancelled,
                 "the call was cancelled and the run killed".into(),
             ),
-            Err(error @ SandboxError::ShuttingDown) => {
+            Err(NotRun::Failed(error @ SandboxError::ShuttingDown)) => {
                 not_run(RunStatus::ShuttingDown, engine_error_message(&error))
             }
-            Err(error) => {
+            Err(NotRun::Failed(error)) => {
                 tracing::warn!(%error, "the sandbox could not run a snippet");
                 not_run(RunStatus::EngineError, engine_error_message(&error))
             }
-        }
+        };
+        result.approval = submitted.approval;
+        result
+    }
+}
+
+/// The MCP client of one call, as the sandbox's [`Caller`]: its user approves code an
+/// `ask` rule holds (elicitation), and its progress token hears the run's output.
+struct McpCaller<'a> {
+    context: &'a RequestContext<RoleServer>,
+    /// Reports progress until the call is over (dropped with the caller).
+    progress: std::sync::Mutex<Option<ProgressReporter>>,
+}
+
+#[async_trait::async_trait]
+impl Caller for McpCaller<'_> {
+    async fn approve(
+        &self,
+        language: Language,
+        code: &str,
+        findings: &[Finding],
+        rules: &[&str],
+    ) -> Approval {
+        approval::ask(&self.context.peer, language, code, findings, rules).await
+    }
+
+    fn starting(&self, _findings: &[Finding], timeout: Duration) -> Option<OutputTap> {
+        let (reporter, tap) = ProgressReporter::start(
+            self.context.peer.clone(),
+            self.context.meta.get_progress_token(),
+            timeout,
+        );
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = Some(reporter);
+        tap
     }
 }
 
@@ -294,22 +258,6 @@ async fn check(
     code: String,
 ) -> Result<Report, InputError> {
     check_after(engine, language, String::new(), code).await
-}
-
-/// [`PolicyEngine::check_continuation`], off the async workers.
-async fn check_after(
-    engine: PolicyEngine,
-    language: Language,
-    before: String,
-    code: String,
-) -> Result<Report, InputError> {
-    let checked =
-        tokio::task::spawn_blocking(move || engine.check_continuation(language, &before, &code))
-            .await;
-    match checked {
-        Ok(result) => result,
-        Err(join_error) => std::panic::resume_unwind(join_error.into_panic()),
-    }
 }
 
 /// An engine failure in words a user can act on; the server stays up either way.

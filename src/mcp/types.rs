@@ -194,7 +194,7 @@ pub struct RunResult {
     pub network_refused: Vec<crate::sandbox::egress::Refusal>,
     /// Present when the code needed a person's approval (`ask` rules): what they said.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub approval: Option<super::approval::Approval>,
+    pub approval: Option<crate::sandbox::Approval>,
 }
 
 fn is_zero(n: &u64) -> bool {

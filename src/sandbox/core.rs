@@ -38,6 +38,8 @@ const SHUTDOWN_REMOVAL_ROUNDS: u32 = 50;
 
 pub struct Core {
     pub(super) policy: Arc<Policy>,
+    /// The policy compiled for checking code.
+    engine: PolicyEngine,
     pub(super) backend: Arc<dyn Backend>,
     /// Per image: the box assets put in place once, and what the image offers (probed
     /// then). A failed preparation is retried.
@@ -83,6 +85,7 @@ impl Core {
             .map(|language| (language, Guard::new(&engine, language)))
             .collect();
         Core {
+            engine,
             guards,
             prepared: Mutex::new(HashMap::new()),
             policy,
@@ -107,6 +110,10 @@ impl Core {
 
     pub fn policy(&self) -> &Arc<Policy> {
         &self.policy
+    }
+
+    pub fn engine(&self) -> &PolicyEngine {
+        &self.engine
     }
 
     /// Connects, makes the images available and fills the pool; waits until done.

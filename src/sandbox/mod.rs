@@ -39,12 +39,16 @@ mod pass_through;
 mod pool;
 mod protocol;
 mod session;
+mod submit;
 
 pub use assets::{Guard, Mode};
 pub use backend::docker::LABEL;
 pub use capture::Stream;
 pub use pass_through::pass_through;
 pub use session::SessionError;
+pub use submit::{
+    check_after, Answer, Approval, Caller, NotRun, Ran, SessionName, Submission, Submitted,
+};
 
 use crate::analysis::{Language, SourceKind};
 use crate::policy::Policy;
@@ -195,6 +199,11 @@ impl Sandbox {
 
     pub fn policy(&self) -> &Policy {
         self.core.policy()
+    }
+
+    /// The policy compiled for checking code.
+    pub fn engine(&self) -> &crate::policy::PolicyEngine {
+        self.core.engine()
     }
 
     /// The value of the [`LABEL`] label on this instance's boxes:

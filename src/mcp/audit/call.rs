@@ -74,7 +74,7 @@ impl Pending {
         if result
             .approval
             .as_ref()
-            .is_some_and(|a| a.answer != crate::mcp::approval::Answer::Approved)
+            .is_some_and(|a| a.answer != crate::sandbox::Answer::Approved)
         {
             entry.phase = Phase::Declined;
         }
