@@ -1,26 +1,24 @@
 //! The engine-agnostic core behind a [`super::Sandbox`]: admission (the concurrency
 //! limit, the engine, the image), the warm pool, starting boxes under the guard the
-//! policy compiles to, runs, and the record of every box this instance owns, so that
-//! each one is removed after its run, at shutdown, or by the next instance if this
-//! process dies. Sessions (`session.rs`) and package installs (`install.rs`) add their
-//! own `impl Core` blocks. Everything an engine does goes through the [`Backend`].
+//! policy compiles to, sending a program and reading its outcome, and the record of
+//! every box this instance owns, so that each one is removed after its run, at
+//! shutdown, or by the next instance if this process dies. Stateless runs (`run.rs`)
+//! and sessions (`session.rs`) are built on it. Everything an engine does goes through
+//! the [`Backend`].
 
 use super::assets::{self, Guard, Interpreters, Mode};
-use super::backend::{
-    short, Backend, BoxIo, BoxNetwork, BoxSpec, BoxStatus, EgressPurpose, PackageMount,
-};
+use super::backend::{short, Backend, BoxIo, BoxNetwork, BoxSpec, EgressPurpose, PackageMount};
 use super::call::{self, Executed, KILLED_EXIT_CODE};
 use super::egress::Egress;
 use super::environment::Environment;
 use super::files_out;
-use super::pool::{Claim, Pool};
+use super::pool::Pool;
 use super::protocol::Program;
-use super::session::Sessions;
 use super::{RunOutcome, RunRequest, SandboxError};
 use crate::analysis::Language;
 use crate::policy::{NetworkMode, Policy, PolicyEngine};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, OnceCell, Semaphore};
@@ -50,16 +48,13 @@ pub struct Core {
     pub(super) install_egress: Egress,
     /// The package sets installed (or found installed) by this instance, by storage.
     pub(super) package_sets: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
-    pool: Pool<BoxIo>,
+    pub(super) pool: Pool<BoxIo>,
     permits: Arc<Semaphore>,
     pub(super) closing: CancellationToken,
     /// Every box created and not yet removed: ready, running or being removed.
     live: Mutex<HashSet<String>>,
     /// What the policy installs at run time, per language (built once).
     guards: Vec<(Language, Guard)>,
-    pub(super) sessions: Sessions,
-    /// The task that ends idle and expired sessions runs once the first one opens.
-    pub(super) reaping: AtomicBool,
     /// Creations sent to the engine and not yet recorded in `live`.
     creating: AtomicUsize,
     created: Notify,
@@ -97,8 +92,6 @@ impl Core {
             permits: Arc::new(Semaphore::new(permits)),
             closing: CancellationToken::new(),
             live: Mutex::new(HashSet::new()),
-            sessions: Sessions::default(),
-            reaping: AtomicBool::new(false),
             creating: AtomicUsize::new(0),
             created: Notify::new(),
         }
@@ -132,60 +125,6 @@ impl Core {
         }
         futures_util::future::join_all(fills).await;
         tracing::debug!(instance = %self.instance_id(), "warm pool ready");
-    }
-
-    pub async fn run(
-        self: &Arc<Self>,
-        request: RunRequest,
-        cancel: CancellationToken,
-    ) -> Result<RunOutcome, SandboxError> {
-        let (permit, timeout) = self.admit(&request, &cancel).await?;
-        let language = request.language();
-        let packages = if request.packages.is_empty() {
-            None
-        } else {
-            Some(
-                self.ensure_packages(language, &request.packages, &cancel, &permit)
-                    .await?,
-            )
-        };
-        let mut io = if request.approved.is_empty() && packages.is_none() {
-            self.box_for(language, &cancel, &permit).await?
-        } else {
-            // A person approved this run's `ask` rules, or it has packages: a box of
-            // its own, whose guard leaves out just the approved rules.
-            let mode = Mode {
-                relaxed: request.approved.clone(),
-                packages,
-                ..Mode::default()
-            };
-            self.start_cancellable(language, mode, &cancel, &permit)
-                .await?
-        };
-        let id = io.id.clone();
-        // Removes the box when this run ends, however it ends: returned, or dropped by
-        // a caller that stopped waiting. The removal runs in the background, after the
-        // answer is returned; timeouts and cancellations removed the box already, and
-        // removing it again is harmless.
-        let _cleanup = Discard {
-            core: self.clone(),
-            id: id.clone(),
-        };
-        let program = Program {
-            file: request.kind.file_name(),
-            code: request.code.as_bytes().to_vec(),
-            env: request.env.clone(),
-            tap: request.tap.clone(),
-            call: None,
-            files: request.files.clone(),
-        };
-        let since = std::time::Instant::now();
-        let result = self.send(&mut io, &program, timeout, &cancel).await;
-        let outcome = self.outcome(&id, since, result).await;
-        // Refill once this run is done, so the new box's start does not compete with
-        // this run for the CPU.
-        self.refill(language);
-        outcome
     }
 
     /// What every run waits for before it may start: its turn (calls beyond
@@ -269,40 +208,6 @@ impl Core {
             files_unlisted: returned.unlisted,
             network_refused: self.egress.refusals(id, since),
         })
-    }
-
-    /// A started box with `language`'s interpreter waiting in it: a warm one when the
-    /// pool has one, else a new one. A pooled one that died while waiting (the engine
-    /// restarted, say) is replaced by a new one.
-    async fn box_for(
-        self: &Arc<Self>,
-        language: Language,
-        cancel: &CancellationToken,
-        permit: &Permit,
-    ) -> Result<BoxIo, SandboxError> {
-        let key = self.pool_key(language);
-        loop {
-            let claim = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
-                claim = self.pool.claim(&key) => claim,
-            };
-            match claim {
-                Claim::Ready(io) => {
-                    if self.backend.status(&io.id).await == BoxStatus::Running {
-                        return Ok(io);
-                    }
-                    tracing::warn!(
-                        container = short(&io.id),
-                        "a warm container is unusable; using another"
-                    );
-                    self.discard_in_background(io.id);
-                }
-                Claim::Create => break,
-            }
-        }
-        self.start_cancellable(language, Mode::default(), cancel, permit)
-            .await
     }
 
     /// The interpreter a box of `language`'s image runs: what the image's probe found,
@@ -471,7 +376,7 @@ impl Core {
 
     /// Starts the creations that bring `language`'s pool back to its target
     /// (`pool.size`, more while demand is high).
-    fn refill(self: &Arc<Self>, language: Language) -> Vec<tokio::task::JoinHandle<()>> {
+    pub(super) fn refill(self: &Arc<Self>, language: Language) -> Vec<tokio::task::JoinHandle<()>> {
         if self.closing.is_cancelled() {
             return Vec::new();
         }
@@ -548,7 +453,7 @@ impl Core {
     }
 
     /// The pool holds interpreters, so it is kept per language as well as per image.
-    fn pool_key(&self, language: Language) -> String {
+    pub(super) fn pool_key(&self, language: Language) -> String {
         format!("{language}@{}", self.image(language))
     }
 
@@ -572,7 +477,6 @@ impl Core {
             tracing::warn!("container creations still pending at shutdown");
         }
         drop(self.pool.drain());
-        drop(self.sessions.drain());
         let mut ids: HashSet<String> = self.live_set().drain().collect();
         let mut rounds = 0;
         loop {
@@ -659,22 +563,5 @@ impl Drop for Creating<'_> {
     fn drop(&mut self) {
         self.0.creating.fetch_sub(1, Ordering::SeqCst);
         self.0.created.notify_waiters();
-    }
-}
-
-/// Removes one run's box when dropped.
-struct Discard {
-    core: Arc<Core>,
-    id: String,
-}
-
-impl Drop for Discard {
-    fn drop(&mut self) {
-        // Outside a Tokio runtime (the whole runtime is being torn down) nothing can be
-        // spawned; `shutdown` or the next instance's sweep removes the box then.
-        if tokio::runtime::Handle::try_current().is_ok() {
-            self.core
-                .discard_in_background(std::mem::take(&mut self.id));
-        }
     }
 }

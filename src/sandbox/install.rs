@@ -12,15 +12,9 @@
 //! `--ignore-scripts` into `/opt/packages/javascript` (`NODE_PATH`, which `require`
 //! reads; ES `import` does not).
 
-use super::assets::Mode;
-use super::core::{Core, Permit};
 use super::layout::{PACKAGES, RELAY_PORT};
-use super::protocol::Program;
-use super::SandboxError;
 use crate::analysis::Language;
 use crate::policy::allowlist::HostRule;
-use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 /// The name of the volume of a set, from its key (a sha256, hex).
 pub fn volume_name(key: &str) -> String {
@@ -154,73 +148,6 @@ pub fn install_program(
                  }}\n"
             ))
         }
-    }
-}
-
-/// How long a package install step may take.
-const INSTALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
-
-impl Core {
-    /// The volume holding `specs` installed for `language`: installed now, in a step of
-    /// its own, unless this instance (or an earlier one: the volume keeps a marker)
-    /// installed the same set before.
-    pub(super) async fn ensure_packages(
-        self: &Arc<Self>,
-        language: Language,
-        specs: &[String],
-        cancel: &CancellationToken,
-        permit: &Permit,
-    ) -> Result<String, SandboxError> {
-        let (_, index) = self.policy.packages.for_language(language);
-        let program = install_program(language, index, specs).map_err(SandboxError::Engine)?;
-        let image = self.image(language);
-        let key = key(language, &image, index, specs);
-        let volume = volume_name(&key);
-        let cell = super::core::once_per_key(&self.package_sets, &volume);
-        cell.get_or_try_init(|| async {
-            self.backend.ensure_package_storage(&volume, &key).await?;
-            let mode = Mode {
-                install: true,
-                relaxed: self
-                    .policy
-                    .rules
-                    .iter()
-                    .map(|rule| rule.id.clone())
-                    .collect(),
-                packages: Some(volume.clone()),
-                ..Mode::default()
-            };
-            let mut installer = self
-                .start_cancellable(language, mode, cancel, permit)
-                .await?;
-            let id = installer.id.clone();
-            let program = Program {
-                file: crate::analysis::SourceKind::plain(language).file_name(),
-                code: program.into_bytes(),
-                env: Vec::new(),
-                tap: None,
-                call: None,
-                files: Vec::new(),
-            };
-            let installed = self
-                .send(&mut installer, &program, INSTALL_TIMEOUT, cancel)
-                .await;
-            self.discard(&id).await;
-            let installed = installed?;
-            if installed.exit_code != 0 || installed.timed_out {
-                let stderr = installed.stderr.trim();
-                let tail = &stderr[stderr.len().saturating_sub(2000)..];
-                return Err(SandboxError::Engine(format!(
-                    "installing {} failed (exit {}): {tail}",
-                    specs.join(", "),
-                    installed.exit_code
-                )));
-            }
-            tracing::info!(volume, packages = %specs.join(" "), "packages installed");
-            Ok(())
-        })
-        .await?;
-        Ok(volume)
     }
 }
 

@@ -14,8 +14,10 @@
 //! - `shutdown` removes every box this instance created.
 //!
 //! Below the contract, an engine-agnostic core over a [`backend::Backend`] (Docker
-//! today), split by concern: `core` (admission, starting boxes, runs, shutdown), `pool`
-//! (warm interpreters), `session` (named sessions), `install` (package sets),
+//! today), split by concern: `submit` (the one check → ask → run path), `run`
+//! (stateless runs) and `session` (named sessions) on top of `core` (admission,
+//! starting boxes, sending programs, shutdown); `pool` (warm interpreters), `install`
+//! (what a package install step is),
 //! `protocol` (the program's bytes in, its records out) and `call` (one program sent
 //! and collected), `capture` (the capped output), `files_in` (files handed in),
 //! `files_out` (files and figures back), `egress` (the allowlist proxy), `environment`
@@ -38,6 +40,7 @@ pub mod layout;
 mod pass_through;
 mod pool;
 mod protocol;
+mod run;
 mod session;
 mod submit;
 
@@ -180,6 +183,7 @@ pub struct SessionCall {
 #[derive(Clone)]
 pub struct Sandbox {
     core: Arc<core::Core>,
+    sessions: Arc<session::Sessions>,
 }
 
 impl Sandbox {
@@ -194,6 +198,7 @@ impl Sandbox {
     pub fn with_backend(policy: Arc<Policy>, backend: Arc<dyn Backend>) -> Sandbox {
         Sandbox {
             core: Arc::new(core::Core::new(policy, backend)),
+            sessions: Arc::default(),
         }
     }
 
@@ -241,7 +246,7 @@ impl Sandbox {
         request: RunRequest,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
-        self.core.run(request, cancel).await
+        run::run(&self.core, request, cancel).await
     }
 
     /// Runs one call in the session `name` of the client `owner`, opening the session
@@ -254,17 +259,19 @@ impl Sandbox {
         request: RunRequest,
         cancel: CancellationToken,
     ) -> Result<SessionCall, SandboxError> {
-        self.core.run_in_session(owner, name, request, cancel).await
+        self.sessions
+            .call(&self.core, owner, name, request, cancel)
+            .await
     }
 
     /// The code of the calls the session has run, in order (`None`: no such session).
     pub fn session_history(&self, owner: &str, name: &str) -> Option<String> {
-        self.core.session_history(owner, name)
+        self.sessions.history(owner, name)
     }
 
     /// Ends the session and removes its container; false when there was none.
     pub async fn end_session(&self, owner: &str, name: &str) -> bool {
-        self.core.end_session(owner, name).await
+        self.sessions.end_session(&self.core, owner, name).await
     }
 
     /// Removes the containers and volumes of code-sandbox-mcp processes that are gone
@@ -276,6 +283,7 @@ impl Sandbox {
     /// Removes every container this instance created (warm, running or being created)
     /// and refuses further runs. Safe to call more than once.
     pub async fn shutdown(&self) {
+        drop(self.sessions.drain());
         self.core.shutdown().await
     }
 }

@@ -1,6 +1,6 @@
 //! Named sessions: calls with the same name, from the same client, share one container
 //! and one interpreter, so variables, imports and files last from one call to the next.
-//! Here are the table of open sessions and how the runtime runs a call in one.
+//! Here are the table of open sessions and how a call runs in one.
 //!
 //! A session's interpreter runs the guard's session loop (see `protocol`): calls go in over
 //! its stdin one after another, and each ends at its end lines. The run-time layers stay
@@ -113,6 +113,8 @@ pub enum SessionError {
 #[derive(Default)]
 pub struct Sessions {
     open: Mutex<HashMap<(String, String), Arc<Session>>>,
+    /// The task that ends idle and expired sessions runs once the first one opens.
+    reaping: AtomicBool,
 }
 
 impl Sessions {
@@ -217,24 +219,26 @@ impl Sessions {
     }
 }
 
-/// How the core runs a session's calls, and ends sessions.
-impl Core {
-    pub async fn run_in_session(
+/// How a session's calls run, and how sessions end.
+impl Sessions {
+    /// Runs one call in the session `name` of `owner` (opening it, and starting its
+    /// interpreter, on its first call). Calls of one session run one at a time, in
+    /// order.
+    pub async fn call(
         self: &Arc<Self>,
+        core: &Arc<Core>,
         owner: &str,
         name: &str,
         request: RunRequest,
         cancel: CancellationToken,
     ) -> Result<SessionCall, SandboxError> {
         let language = request.language();
-        let (permit, timeout) = self.admit(&request, &cancel).await?;
+        let (permit, timeout) = core.admit(&request, &cancel).await?;
         // A session that ends while this call waits for it (idle, or asked to) is
         // replaced by a new one of the same name.
         let (session, mut slot) = loop {
-            let session =
-                self.sessions
-                    .get_or_open(&self.policy.sessions, owner, name, language)?;
-            self.start_reaper();
+            let session = self.get_or_open(&core.policy.sessions, owner, name, language)?;
+            self.start_reaper(core);
             let slot = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return Err(SandboxError::Cancelled),
@@ -249,7 +253,7 @@ impl Core {
                 session: true,
                 ..Mode::default()
             };
-            match self
+            match core
                 .start_cancellable(language, mode, &cancel, &permit)
                 .await
             {
@@ -258,7 +262,7 @@ impl Core {
                     *slot = Some(io);
                 }
                 Err(error) => {
-                    self.sessions.close(owner, name, &session);
+                    self.close(owner, name, &session);
                     return Err(error);
                 }
             }
@@ -279,14 +283,14 @@ impl Core {
         let io = slot.as_mut().expect("the session's interpreter");
         let id = io.id.clone();
         let since = std::time::Instant::now();
-        let result = self.send(io, &program, timeout, &cancel).await;
+        let result = core.send(io, &program, timeout, &cancel).await;
         session.touch();
         let ended = result.as_ref().map_or(true, |executed| executed.ended);
         // Read while the container is still there: the OOM evidence is in its cgroup.
-        let outcome = self.outcome(&id, since, result).await;
+        let outcome = core.outcome(&id, since, result).await;
         if ended {
             *slot = None;
-            self.end(owner, name, &session).await;
+            self.end(core, owner, name, &session).await;
         }
         drop(slot);
         let outcome = outcome?;
@@ -309,49 +313,50 @@ impl Core {
         })
     }
 
-    pub fn session_history(&self, owner: &str, name: &str) -> Option<String> {
-        self.sessions
-            .get(owner, name)
-            .map(|session| session.history())
+    /// The code of the calls the session has run, in order (`None`: no such session).
+    pub fn history(&self, owner: &str, name: &str) -> Option<String> {
+        self.get(owner, name).map(|session| session.history())
     }
 
-    pub async fn end_session(self: &Arc<Self>, owner: &str, name: &str) -> bool {
-        let Some(session) = self.sessions.get(owner, name) else {
+    /// Ends the session and removes its box; false when there was none.
+    pub async fn end_session(&self, core: &Core, owner: &str, name: &str) -> bool {
+        let Some(session) = self.get(owner, name) else {
             return false;
         };
-        self.end(owner, name, &session).await;
+        self.end(core, owner, name, &session).await;
         true
     }
 
     /// Takes the session out of the table and removes its container (a call running in
     /// it ends as its interpreter goes).
-    async fn end(&self, owner: &str, name: &str, session: &Arc<Session>) {
-        self.sessions.close(owner, name, session);
+    async fn end(&self, core: &Core, owner: &str, name: &str, session: &Arc<Session>) {
+        self.close(owner, name, session);
         if let Some(id) = session.container() {
             session.set_container(None);
-            self.discard(&id).await;
+            core.discard(&id).await;
         }
     }
 
     /// Starts, once, the task that ends sessions idle or alive for too long.
-    fn start_reaper(self: &Arc<Self>) {
+    fn start_reaper(self: &Arc<Self>, core: &Arc<Core>) {
         if self.reaping.swap(true, Ordering::SeqCst) {
             return;
         }
-        let core = Arc::downgrade(self);
-        let settings = &self.policy.sessions;
+        let settings = &core.policy.sessions;
         let tick = (settings.idle_timeout.0.min(settings.max_lifetime.0) / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(5));
+        let sessions = Arc::downgrade(self);
+        let core = Arc::downgrade(core);
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(tick).await;
-                let Some(core) = core.upgrade() else {
+                let (Some(core), Some(sessions)) = (core.upgrade(), sessions.upgrade()) else {
                     return;
                 };
                 if core.closing.is_cancelled() {
                     return;
                 }
-                for (name, session) in core.sessions.expired(&core.policy.sessions) {
+                for (name, session) in sessions.expired(&core.policy.sessions) {
                     tracing::debug!(session = %name, "session idle or too old: ending it");
                     if let Some(id) = session.container() {
                         session.set_container(None);
