@@ -1,10 +1,10 @@
 //! `policy show|layers|validate|init`: look at, check and start policy files.
 
 use super::{PolicyArg, EXIT_USAGE};
-use crate::analysis::{Language, SourceKind};
+use crate::analysis::Language;
 use crate::policy::PolicyEngine;
 use crate::policy::{PolicySource, PROJECT_FILE, STARTER_POLICY};
-use crate::sandbox::{layout, Guard, Mode};
+use crate::sandbox::{Guard, Mode};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -60,14 +60,9 @@ fn layers(arg: &PolicyArg, settings: Option<Language>) -> ExitCode {
     };
     let engine = PolicyEngine::new(policy.clone());
     if let Some(language) = settings {
-        let main = match language {
-            Language::Python => layout::in_workdir(SourceKind::Python.file_name()),
-            // Node's main file is named when the program arrives.
-            Language::JavaScript => String::new(),
-        };
         println!(
             "{}",
-            Guard::new(&engine, language).settings(&main, &Mode::default())
+            Guard::new(&engine, language).settings(&Mode::default())
         );
         return ExitCode::SUCCESS;
     }
@@ -81,7 +76,10 @@ fn layers(arg: &PolicyArg, settings: Option<Language>) -> ExitCode {
         };
         println!("{language}: {layers}");
     }
-    println!("always: the container's limits and lock-down, and exec-guard's hardening filter");
+    println!(
+        "always: the container's limits and lock-down, and the supervisor's hardening filter \
+         (no ptrace, io_uring, bpf, …; no signal to the supervisor)"
+    );
     ExitCode::SUCCESS
 }
 

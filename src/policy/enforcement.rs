@@ -49,6 +49,9 @@ pub struct Enforcement {
     /// JavaScript: the blocking rule that denies code from strings (`eval`,
     /// `Function`), if any.
     pub no_codegen: Option<RuleRef>,
+    /// The blocking rule that holds the filesystem to some folders (`paths_outside`),
+    /// with those folders, if any: the kernel then limits reading to them too.
+    pub filesystem: Option<(RuleRef, Vec<String>)>,
 }
 
 /// The names whose denial means "no processes", per language.
@@ -102,11 +105,26 @@ impl Enforcement {
             .then(|| engine.blocking_rule(language, &codegen_names()))
             .flatten()
             .map(RuleRef::of);
+        let filesystem = policy
+            .rules
+            .iter()
+            .filter(|rule| rule.action.blocks())
+            .find_map(|rule| {
+                let inside: Vec<String> = [&rule.any_language, rule.matcher(language)]
+                    .iter()
+                    .filter_map(|m| m.paths_outside.clone())
+                    .flatten()
+                    .collect();
+                let named = rule.any_language.paths_outside.is_some()
+                    || rule.matcher(language).paths_outside.is_some();
+                named.then(|| (RuleRef::of(rule), inside))
+            });
         Enforcement {
             language,
             rules,
             no_processes,
             no_codegen,
+            filesystem,
         }
     }
 
@@ -124,6 +142,10 @@ impl Enforcement {
                 .collect(),
             no_processes: kept(&self.no_processes),
             no_codegen: kept(&self.no_codegen),
+            filesystem: self
+                .filesystem
+                .clone()
+                .filter(|(rule, _)| !approved.contains(&rule.id)),
         }
     }
 }
@@ -166,6 +188,14 @@ mod tests {
         assert_eq!(node.no_processes.unwrap().id, "process-exec");
         assert_eq!(node.no_codegen.unwrap().id, "dynamic-code");
         assert!(node.rules.iter().any(|rule| rule.id == "process-exec"));
+        // The filesystem rule warns by default: reading is not limited.
+        assert_eq!(python.filesystem, None);
+        let strict = PolicyEngine::new(Policy::preset("strict").unwrap());
+        let (rule, inside) = Enforcement::new(&strict, Language::Python)
+            .filesystem
+            .unwrap();
+        assert_eq!(rule.id, "filesystem-outside-sandbox");
+        assert_eq!(inside, ["/sandbox", "/tmp"]);
     }
 
     #[test]

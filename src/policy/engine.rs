@@ -57,6 +57,11 @@ pub enum Layer {
     NodeCodegen,
     /// The egress proxy of a network allowlist.
     EgressProxy,
+    /// The kernel (seccomp, Landlock), refusing a system call; reported by the box's
+    /// supervisor, outside the program's reach.
+    Kernel,
+    /// The box's supervisor itself (a thread asking for another call's program).
+    Supervisor,
 }
 
 impl Layer {
@@ -72,6 +77,8 @@ impl Layer {
             Layer::NodePermission => "node-permission",
             Layer::NodeCodegen => "node-codegen",
             Layer::EgressProxy => "egress-proxy",
+            Layer::Kernel => "kernel",
+            Layer::Supervisor => "supervisor",
         }
     }
 }

@@ -6,6 +6,7 @@
 //! and sessions (`session.rs`) are built on it. Everything an engine does goes through
 //! the [`Backend`].
 
+use super::assets::findings;
 use super::assets::{self, Guard, Interpreters, Mode};
 use super::backend::{short, Backend, BoxIo, BoxNetwork, BoxSpec, EgressPurpose, PackageMount};
 use super::call::{self, Executed, KILLED_EXIT_CODE};
@@ -16,7 +17,7 @@ use super::pool::Pool;
 use super::protocol::Program;
 use super::{RunOutcome, RunRequest, SandboxError};
 use crate::analysis::Language;
-use crate::policy::{NetworkMode, Policy, PolicyEngine};
+use crate::policy::{Finding, NetworkMode, Policy, PolicyEngine};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -154,8 +155,7 @@ impl Core {
         Ok((permit, timeout))
     }
 
-    /// Sends `program` to the box `io` with an end token of its own, and collects the
-    /// run (see [`call::execute`]).
+    /// Sends `program` to the box `io` and collects the run (see [`call::execute`]).
     pub(super) async fn send(
         &self,
         io: &mut BoxIo,
@@ -163,12 +163,10 @@ impl Core {
         timeout: Duration,
         cancel: &CancellationToken,
     ) -> Result<Executed, SandboxError> {
-        let token = format!("{}-{}", self.instance_id(), end_token_salt());
         call::execute(
             self.backend.as_ref(),
             io,
             program,
-            &token,
             timeout,
             self.policy.limits.output,
             cancel,
@@ -176,23 +174,40 @@ impl Core {
         .await
     }
 
-    /// What a run's result means to the caller: the guard's block lines become
-    /// findings, a kill is told apart as the OOM killer's, and the egress proxy's
-    /// refusals of this box's connections since `since` come with it.
+    /// What a run's result means to the caller: the kernel's refusals and the hooks'
+    /// records become findings, a kill is told apart as the OOM killer's, and the
+    /// egress proxy's refusals of this box's connections since `since` come with it.
     pub async fn outcome(
         &self,
+        language: Language,
         id: &str,
         since: std::time::Instant,
         result: Result<Executed, SandboxError>,
     ) -> Result<RunOutcome, SandboxError> {
-        let mut executed = result?;
+        let executed = result?;
         let oom_killed = !executed.timed_out
-            && executed.exit_code == KILLED_EXIT_CODE
-            && self.backend.oom_killed(id).await;
-        let blocked = assets::take_blocks(&mut executed.stderr, &self.policy);
+            && match executed.oom {
+                Some(oom) => oom,
+                None => executed.exit_code == KILLED_EXIT_CODE && self.backend.oom_killed(id).await,
+            };
+        let processes = self
+            .guard(language)
+            .denies_processes()
+            .and_then(|rule| self.policy.rules.iter().find(|r| r.id == rule.id));
+        let mut blocked: Vec<Finding> = executed
+            .refused
+            .iter()
+            .map(|(syscall, detail)| findings::refused(syscall, detail, processes))
+            .collect();
+        blocked.extend(
+            executed
+                .explained
+                .iter()
+                .filter_map(|record| findings::explained(record, &self.policy)),
+        );
         let mut returned = executed
             .files
-            .map(|record| files_out::read_record(&record, &self.policy))
+            .map(|(entries, unlisted)| files_out::from_entries(entries, unlisted, &self.policy))
             .unwrap_or_default();
         files_out::export(&mut returned.files, &self.policy);
         Ok(RunOutcome {
@@ -210,6 +225,14 @@ impl Core {
         })
     }
 
+    fn guard(&self, language: Language) -> &Guard {
+        self.guards
+            .iter()
+            .find(|(l, _)| *l == language)
+            .map(|(_, guard)| guard)
+            .expect("a guard for every language")
+    }
+
     /// The interpreter a box of `language`'s image runs: what the image's probe found,
     /// under the guard the policy compiles to for the language.
     fn command_for(
@@ -219,12 +242,7 @@ impl Core {
         mode: &Mode,
     ) -> Result<assets::GuardedCommand, SandboxError> {
         let image = self.image(language);
-        let guard = self
-            .guards
-            .iter()
-            .find(|(l, _)| *l == language)
-            .map(|(_, guard)| guard)
-            .expect("a guard for every language");
+        let guard = self.guard(language);
         let relaxed;
         let guard = if mode.relaxed.is_empty() {
             guard
@@ -521,18 +539,6 @@ impl Core {
     pub fn warm_containers(&self, language: Language) -> usize {
         self.pool.ready(&self.pool_key(language))
     }
-}
-
-/// Makes a session call's end token unguessable in advance by the code it ends.
-fn end_token_salt() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    format!("{:016x}", hasher.finish())
 }
 
 /// The cell that makes something happen once per key (a failure is retried).

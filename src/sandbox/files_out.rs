@@ -1,19 +1,18 @@
 //! What a run hands back besides its output: the files it created or changed under
 //! `/sandbox` and the matplotlib figures it drew, so that an agent gets its plot or its
-//! CSV without writing code to print it. The bootstraps collect them when the program
-//! ends (within the policy's `outputs:` caps, which they are given in their settings)
-//! and send one record, `\x1e<token> files <json>`, before the end line; this module
-//! reads that record into [`OutputFile`]s and writes them to the policy's export
-//! folder. Nothing over a cap is dropped silently: it is listed with its size and the
-//! cap that held it back.
+//! CSV without writing code to print it. The box's supervisor collects them when the
+//! program ends (within the policy's `outputs:` caps, which it is given on its command
+//! line) and sends them in one frame; this module turns those entries into
+//! [`OutputFile`]s and writes them to the policy's export folder. Nothing over a cap is
+//! dropped silently: it is listed with its size and the cap that held it back.
 
 use crate::policy::{Mount, Outputs, Policy};
-use base64::Engine as _;
-use serde::{Deserialize, Serialize};
+use sandbox_supervisor::wire::FileEntry;
+use serde::Serialize;
 use std::path::Path;
 
-/// What the bootstraps are told (the `outputs` key of their settings).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// What the supervisor is told to return (the policy's `outputs:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Collect {
     files: bool,
     figures: bool,
@@ -39,6 +38,30 @@ impl Collect {
                 .map(|mount| mount.target.trim_end_matches('/').to_string())
                 .collect(),
         }
+    }
+
+    /// Whether the files the run created or changed come back.
+    pub fn files(&self) -> bool {
+        self.files
+    }
+
+    /// Whether matplotlib figures come back.
+    pub fn figures(&self) -> bool {
+        self.figures
+    }
+
+    /// The caps: files, bytes per file, bytes in all.
+    pub fn caps(&self) -> (u64, u64, u64) {
+        (
+            self.max_files as u64,
+            self.max_file_size,
+            self.max_total_size,
+        )
+    }
+
+    /// Folders not walked.
+    pub fn skipped(&self) -> &[String] {
+        &self.skip
     }
 }
 
@@ -78,62 +101,14 @@ pub struct Returned {
     pub unlisted: u64,
 }
 
-#[derive(Deserialize)]
-struct Record {
-    files: Vec<RecordEntry>,
-    #[serde(default)]
-    unlisted: u64,
-}
-
-#[derive(Deserialize)]
-struct RecordEntry {
-    path: String,
-    size: u64,
-    #[serde(default)]
-    figure: bool,
-    data: Option<String>,
-    omitted: Option<String>,
-}
-
-/// Reads the bootstrap's record. One that does not parse (the program wrote to stdout
-/// from another thread while it went out, say) becomes a single entry saying so.
-pub fn read_record(record: &[u8], policy: &Policy) -> Returned {
-    let record: Record = match serde_json::from_slice(record) {
-        Ok(record) => record,
-        Err(error) => {
-            return Returned {
-                files: vec![OutputFile {
-                    path: "(files)".into(),
-                    size: 0,
-                    mime_type: "application/octet-stream".into(),
-                    figure: false,
-                    omitted: Some(format!(
-                        "the record of the run's files was garbled ({error}); output \
-                         written by another thread at the very end can do that"
-                    )),
-                    exported_to: None,
-                    export_error: None,
-                    bytes: None,
-                }],
-                unlisted: 0,
-            }
-        }
-    };
-    let files = record
-        .files
+/// The supervisor's entries as the result's files.
+pub fn from_entries(entries: Vec<FileEntry>, unlisted: u64, policy: &Policy) -> Returned {
+    let files = entries
         .into_iter()
         .map(|entry| {
-            let mut omitted = entry.omitted.map(|cap| explain(&cap, &policy.outputs));
-            let bytes =
-                entry.data.and_then(|data| {
-                    match base64::engine::general_purpose::STANDARD.decode(data) {
-                        Ok(bytes) => Some(bytes),
-                        Err(_) => {
-                            omitted = Some("its content arrived garbled".into());
-                            None
-                        }
-                    }
-                });
+            let omitted =
+                (!entry.omitted.is_empty()).then(|| explain(&entry.omitted, &policy.outputs));
+            let bytes = omitted.is_none().then_some(entry.data);
             OutputFile {
                 mime_type: mime_type(&entry.path, bytes.as_deref()),
                 path: entry.path,
@@ -146,10 +121,7 @@ pub fn read_record(record: &[u8], policy: &Policy) -> Returned {
             }
         })
         .collect();
-    Returned {
-        files,
-        unlisted: record.unlisted,
-    }
+    Returned { files, unlisted }
 }
 
 /// The sentence for a cap's name, with its value.
@@ -275,13 +247,24 @@ mod tests {
     }
 
     #[test]
-    fn reads_a_record_with_returned_and_held_back_files() {
-        let record = br#"{"files":[
-            {"path":"figure-1.png","figure":true,"size":8,"data":"iVBORw0KGgo="},
-            {"path":"out/data.csv","size":4,"data":"YSxiCg=="},
-            {"path":"big.bin","size":99999999,"omitted":"max_file_size"}
-        ],"unlisted":3}"#;
-        let returned = read_record(record, &policy());
+    fn the_supervisors_entries_become_files_with_their_caps_named() {
+        let entry = |path: &str, figure: bool, data: &[u8], omitted: &str| FileEntry {
+            path: path.into(),
+            size: if omitted.is_empty() {
+                data.len() as u64
+            } else {
+                99_999_999
+            },
+            figure,
+            omitted: omitted.into(),
+            data: data.to_vec(),
+        };
+        let entries = vec![
+            entry("figure-1.png", true, b"\x89PNG\r\n\x1a\n", ""),
+            entry("out/data.csv", false, b"a,b\n", ""),
+            entry("big.bin", false, b"", "max_file_size"),
+        ];
+        let returned = from_entries(entries, 3, &policy());
         assert_eq!(returned.unlisted, 3);
         let [figure, csv, big] = returned.files.as_slice() else {
             panic!("{returned:?}")
@@ -295,17 +278,6 @@ mod tests {
             big.omitted.as_deref(),
             Some("larger than outputs.max_file_size (1MiB)")
         );
-    }
-
-    #[test]
-    fn a_garbled_record_says_so_instead_of_vanishing() {
-        let returned = read_record(b"{\"files\":[{\"pa", &policy());
-        assert_eq!(returned.files.len(), 1);
-        assert!(returned.files[0]
-            .omitted
-            .as_deref()
-            .unwrap()
-            .contains("garbled"));
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub const EGRESS_SOCKET: &str = "/run/code-sandbox/egress.sock";
 /// The loopback port inside the box that the bootstrap relays to [`EGRESS_SOCKET`].
 pub const RELAY_PORT: u16 = 3128;
 
+/// Where the interpreter saves the figures it draws, for the supervisor to return.
+pub const FIGURES: &str = "/tmp/.code-sandbox-figures";
+
 /// The unprivileged user programs run as (`nobody:nogroup` on Debian images).
 pub const USER: &str = "65534:65534";
 

@@ -61,7 +61,7 @@ pub async fn run(
     };
     let since = std::time::Instant::now();
     let result = core.send(&mut io, &program, timeout, &cancel).await;
-    let outcome = core.outcome(&id, since, result).await;
+    let outcome = core.outcome(language, &id, since, result).await;
     // Refill once this run is done, so the new box's start does not compete with
     // this run for the CPU.
     core.refill(language);

@@ -287,7 +287,7 @@ impl Sessions {
         session.touch();
         let ended = result.as_ref().map_or(true, |executed| executed.ended);
         // Read while the container is still there: the OOM evidence is in its cgroup.
-        let outcome = core.outcome(&id, since, result).await;
+        let outcome = core.outcome(language, &id, since, result).await;
         if ended {
             *slot = None;
             self.end(core, owner, name, &session).await;

@@ -8,6 +8,7 @@ use crate::common;
 use code_sandbox_mcp::analysis::Language;
 use code_sandbox_mcp::policy::{Layer, Policy};
 use code_sandbox_mcp::sandbox::{assets, RunOutcome, Sandbox, SandboxError};
+use sandbox_supervisor::wire::{FromBox, Status};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -47,7 +48,8 @@ async fn python_audit_hooks_stop_a_process_the_checker_would_have_missed() {
     let code = "import os\nprint('before', flush=True)\nf = getattr(os, ''.join(['sys', 'tem']))\nf('echo CANARY-PROC-$((40+2))')\nprint('after')\n";
     let outcome = run(Language::Python, code).await;
     assert_eq!(outcome.stdout, "before\n", "{outcome:?}");
-    assert!(!outcome.stderr.contains(assets::MARKER), "{outcome:?}");
+    // The hook's record went to the supervisor, not into the program's stderr.
+    assert!(!outcome.stderr.contains("python-audit-hook"), "{outcome:?}");
     let block = outcome
         .blocked
         .first()
@@ -170,8 +172,9 @@ async fn a_rule_at_warn_installs_nothing_at_run_time() {
     assert!(outcome.blocked.is_empty());
 }
 
-/// The kernel floor alone: the interpreter started under `exec-guard` with no audit
-/// hooks at all still cannot start a process, by any route.
+/// The kernel floor alone: the interpreter started by the supervisor with no audit
+/// hooks at all still cannot start a process, by any route, and every attempt is
+/// reported by the supervisor (outside the program's reach) with what it named.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kernel_floor_alone_stops_fork_and_exec() {
     if !common::docker_ready() {
@@ -180,10 +183,10 @@ async fn the_kernel_floor_alone_stops_fork_and_exec() {
     let dir = common::scratch("kernel-floor");
     let (_, bytes, _) = assets::files()
         .into_iter()
-        .find(|(name, _, _)| *name == "exec-guard")
+        .find(|(name, _, _)| *name == assets::SUPERVISOR_FILE)
         .unwrap();
-    assert!(!bytes.is_empty(), "this platform has no exec-guard");
-    let helper = dir.join("exec-guard");
+    assert!(!bytes.is_empty(), "this platform has no supervisor");
+    let helper = dir.join("supervisor");
     std::fs::write(&helper, bytes).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o555)).unwrap();
@@ -201,24 +204,69 @@ attempt("posix_spawn", lambda: os.posix_spawn("/bin/echo", ["echo", "x"], {}))
 fd = os.memfd_create("m"); os.write(fd, open("/bin/echo", "rb").read())
 attempt("fexecve", lambda: os.execve(fd, ["echo", "x"], {}))
 attempt("execv", lambda: os.execv("/bin/sh", ["sh", "-c", "echo CANARY-PROC-$((40+2))"]))
+attempt("kill the supervisor", lambda: os.kill(os.getppid(), 9))
 print("system", os.system("echo CANARY-PROC-$((40+2))"))
 "#;
-    let output = std::process::Command::new("docker")
-        .args(["run", "--rm", "--network", "none", "--user", "65534:65534"])
+    // The supervisor talks frames on stdin and stdout: stdin stays open (a closed one
+    // would end the box) until the run is over.
+    let mut child = std::process::Command::new("docker")
+        .args([
+            "run",
+            "-i",
+            "--rm",
+            "--init",
+            "--network",
+            "none",
+            "--user",
+            "65534:65534",
+        ])
         .args(["--security-opt", "no-new-privileges", "--cap-drop", "ALL"])
+        .args([
+            "--read-only",
+            "--tmpfs",
+            "/sandbox:rw,mode=1777",
+            "--tmpfs",
+            "/tmp:rw,mode=1777",
+        ])
         .arg("-v")
-        .arg(format!("{}:/guard/exec-guard:ro", helper.display()))
+        .arg(format!("{}:/guard/supervisor:ro", helper.display()))
         .args([
             common::LOCAL_IMAGE,
-            "/guard/exec-guard",
+            "/guard/supervisor",
             "--floor",
+            "--protect",
+            "--write",
+            "/sandbox",
+            "--write",
+            "/tmp",
+            "--",
             "/usr/bin/python3",
             "-c",
             script,
         ])
-        .output()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("docker run");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let _stdin = child.stdin.take();
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(child.stdout.as_mut().unwrap(), &mut bytes).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let frames = sandbox_supervisor::wire::Decoder::default()
+        .push(&bytes)
+        .expect("the supervisor's frames");
+    let mut stdout = String::new();
+    let mut refused = Vec::new();
+    let mut end = None;
+    for frame in frames {
+        match frame {
+            FromBox::Stdout(chunk) => stdout.push_str(&String::from_utf8_lossy(&chunk)),
+            FromBox::Refused { syscall, detail } => refused.push(format!("{syscall} {detail}")),
+            FromBox::End { status, gone, .. } => end = Some((status, gone)),
+            _ => {}
+        }
+    }
     assert!(!stdout.contains(CANARY), "{stdout}");
     for line in [
         "thread ok",
@@ -227,6 +275,7 @@ print("system", os.system("echo CANARY-PROC-$((40+2))"))
         "posix_spawn errno 1",
         "fexecve errno 1",
         "execv errno 1",
+        "kill the supervisor errno 1",
     ] {
         assert!(
             stdout.contains(line),
@@ -234,7 +283,17 @@ print("system", os.system("echo CANARY-PROC-$((40+2))"))
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    assert!(output.status.success(), "{output:?}");
+    // Each attempt is on the supervisor's record, with what it named.
+    assert!(refused.iter().any(|r| r == "execve /bin/sh"), "{refused:?}");
+    assert!(
+        refused.iter().any(|r| r.starts_with("execveat")),
+        "{refused:?}"
+    );
+    assert!(
+        refused.iter().any(|r| r.starts_with("clone")),
+        "{refused:?}"
+    );
+    assert_eq!(end, Some((Status::Exited(0), true)), "{stdout}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

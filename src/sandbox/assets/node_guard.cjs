@@ -1,8 +1,9 @@
-// The policy inside a Node sandbox: Node's main module, started when the container is
-// made, beside Node's permission model and `--disallow-code-generation-from-strings`,
-// which the runtime sets from the same policy. Once installed it loads what the policy
-// preloads and waits for the program on stdin (a header line of JSON, then the code):
-// it writes the snippet's file and starts it as the main module in its place, or, in a
+// The policy inside a Node sandbox: Node's main module, started under the box's
+// supervisor when the box is made, beside Node's permission model and
+// `--disallow-code-generation-from-strings`, which the server sets from the same policy.
+// Once installed it loads what the policy preloads and asks the supervisor for the
+// program (a header line of JSON, then the code; see `nextProgram`): it starts the
+// snippet's file (the supervisor wrote it) as the main module in its place, or, in a
 // session, runs call after call in this one context.
 //
 // It refuses what those two do not cover:
@@ -17,9 +18,12 @@
 //   rule's references name them.
 // An uncaught permission-model or code-generation error is reported the same way.
 //
-// A refusal writes one marker line to stderr (rule, layer, what was attempted, the
-// snippet's line) and ends the process at once with status 126. Everything used for that
-// is captured here, before the snippet can replace globals.
+// It explains; it does not hold the line: the kernel refuses a new process or program and
+// writes outside the sandbox's folders whatever happens here, and the supervisor alone
+// reports how the run ended. A refusal writes one record on fd 3 (rule, layer, what was
+// attempted, the snippet's line), which the supervisor passes on, and ends the process at
+// once with status 126. Everything used for that is captured here, before the snippet can
+// replace globals.
 'use strict';
 
 (() => {
@@ -28,9 +32,8 @@
   if (!raw) return;
   const settings = JSON.parse(raw);
   const rules = settings.rules || [];
-  const marker = settings.marker;
-  // In a warm container the snippet's file is named when the program arrives.
-  let main = settings.main || '/sandbox/main.cjs';
+  // The snippet's file is named when the program arrives.
+  let main = (settings.workdir || '/sandbox') + '/main.cjs';
   const mainDir = main.slice(0, main.lastIndexOf('/') + 1);
 
   const fs = require('fs');
@@ -111,7 +114,7 @@
       line: snippetLine(stack === undefined ? new NativeError().stack : stack),
     };
     try {
-      writeSync(2, marker + stringify(record) + '\n');
+      writeSync(3, stringify(record) + '\n');
     } finally {
       reallyExit(126);
     }
@@ -251,7 +254,7 @@
       // Started before the program arrives, so the main module is the first one
       // resolved with no parent (the snippet itself cannot start another: runMain is
       // a reporter to it).
-      let mainUrl = ${stringify(settings.wait ? null : 'file://' + main)};
+      let mainUrl = null;
       const refuse = (what, module) => ({
         shortCircuit: true,
         url: 'data:text/javascript,' + encodeURIComponent(
@@ -306,8 +309,7 @@
   };
   process.on('uncaughtExceptionMonitor', reportRefusal);
 
-  if (!settings.wait) return;
-  // -- a warm container: the program arrives on stdin -----------------------------------
+  // -- the program, from the supervisor ----------------------------------------------------
   if (rules.length) {
     defineProperty(Module, 'runMain', {
       value: reporter(rules[0], 'module.runMain'),
@@ -315,103 +317,53 @@
       configurable: false,
     });
   }
-  const writeAll = (fd, text) => writeSync(fd, text);
-  // The line the runtime waits for at the end of a run or call, on both streams.
-  const writeEnd = (token, status) => {
-    const line = '\x1e' + token + ' ' + status + '\n';
-    writeAll(1, line);
-    writeAll(2, line);
+  const channelMode = process.env.CODE_SANDBOX_CHANNEL || 'pipe';
+  delete process.env.CODE_SANDBOX_CHANNEL;
+  delete process.env.CODE_SANDBOX_FIGURES;
+  const closeSync = fs.closeSync;
+  const FIRST = 0x7fff0000;
+  const READY = FIRST + 256;
+  const scratch = Buffer.alloc(1 << 20);
+  // The next program, `{ header, code }`; `status`: the call before ended so. With user
+  // notification the main thread reads a number no fd has: the kernel hands the call to
+  // the supervisor, which answers it with a fresh fd holding the program (its number is
+  // the count the read returns); the number read says the call before is done, and with
+  // which status. Without it (gVisor) the program comes on fd 4, framed by its length,
+  // and a call's end is a line on fd 3.
+  const nextProgram = (status) => {
+    let data;
+    if (channelMode === 'notify') {
+      const number = status === undefined ? READY : FIRST + (status & 0xff);
+      const fd = readSync(number, scratch, 0, scratch.length, null);
+      const chunks = [];
+      for (;;) {
+        const count = readSync(fd, scratch, 0, scratch.length, null);
+        if (count === 0) break;
+        chunks.push(Buffer.from(scratch.subarray(0, count)));
+      }
+      closeSync(fd);
+      data = Buffer.concat(chunks);
+    } else {
+      if (status !== undefined) writeSync(3, '\x1edone ' + status + '\n');
+      const size = exactly(4, 4).readUInt32LE(0);
+      data = exactly(4, size);
+    }
+    const newline = data.indexOf(10);
+    return {
+      header: JSON.parse(data.subarray(0, newline).toString('utf8')),
+      code: data.subarray(newline + 1),
+    };
   };
-  // Under a network allowlist the container has no network: its one way out is the
-  // egress proxy's socket, which this relays to from the loopback port HTTP_PROXY
-  // names. Unreferenced: it never keeps the program from ending.
-  if (settings.relay) {
-    const relay = net.createServer((client) => {
-      const upstream = net.connect(settings.relay.socket);
-      const end = () => {
-        client.destroy();
-        upstream.destroy();
-      };
-      client.on('error', end).on('close', end);
-      upstream.on('error', end).on('close', end);
-      client.pipe(upstream);
-      upstream.pipe(client);
-    });
-    relay.on('error', (error) => writeAll(2, `code-sandbox-mcp: the network relay failed: ${error.message}\n`));
-    relay.listen(settings.relay.port, '127.0.0.1');
-    relay.unref();
+  function exactly(fd, size) {
+    const chunks = [];
+    while (size > 0) {
+      const count = readSync(fd, scratch, 0, Math.min(size, scratch.length), null);
+      if (count === 0) reallyExit(0); // the supervisor is gone
+      chunks.push(Buffer.from(scratch.subarray(0, count)));
+      size -= count;
+    }
+    return Buffer.concat(chunks);
   }
-  const outputs = settings.outputs || {};
-  // The files a run created or changed under the working directory come back (within
-  // the policy's caps; one over a cap is listed with the cap's name): `path -> "mtime
-  // size"` of the regular files, links not followed, mounted folders not entered.
-  const WALK_LIMIT = 20000;
-  const LISTED = 100;
-  const listing = () => {
-    const found = new Map();
-    if (!outputs.files) return found;
-    const skip = new Set(outputs.skip || []);
-    const folders = [mainDir.slice(0, -1)];
-    let seen = 0;
-    while (folders.length && seen < WALK_LIMIT) {
-      const folder = folders.pop();
-      let entries;
-      try {
-        entries = fs.readdirSync(folder, { withFileTypes: true });
-      } catch {
-        continue;
-      }
-      for (const entry of entries) {
-        seen += 1;
-        const path = folder + '/' + entry.name;
-        if (entry.isDirectory()) {
-          if (!skip.has(path) && entry.name !== 'node_modules') folders.push(path);
-        } else if (entry.isFile()) {
-          const stat = fs.lstatSync(path, { throwIfNoEntry: false, bigint: true });
-          if (stat) found.set(path, stat.mtimeNs + ' ' + stat.size);
-        }
-      }
-    }
-    return found;
-  };
-  // Writes the record of what the run left (`\x1e<token> files <json>`, stdout only)
-  // when there is something, and renews the listing a session's next call compares with.
-  let before = new Map();
-  const writeOutputs = (token, mainFile) => {
-    const after = listing();
-    const changed = [...after.keys()]
-      .filter((path) => path !== mainFile && before.get(path) !== after.get(path))
-      .sort();
-    before = after;
-    if (!changed.length) return;
-    let room = outputs.max_total_size || 0;
-    let returned = 0;
-    const listed = [];
-    for (const path of changed) {
-      const entry = { path: path.slice(mainDir.length), size: Number(after.get(path).split(' ')[1]) };
-      if (returned >= (outputs.max_files || 0)) entry.omitted = 'max_files';
-      else if (entry.size > outputs.max_file_size) entry.omitted = 'max_file_size';
-      else if (entry.size > room) entry.omitted = 'max_total_size';
-      else {
-        try {
-          const data = fs.readFileSync(path);
-          if (data.length > outputs.max_file_size) entry.omitted = 'max_file_size';
-          else if (data.length > room) entry.omitted = 'max_total_size';
-          else {
-            entry.size = data.length;
-            entry.data = data.toString('base64');
-            room -= data.length;
-            returned += 1;
-          }
-        } catch (error) {
-          entry.omitted = 'unreadable: ' + (error.code || error.message);
-        }
-      }
-      if (listed.length < LISTED) listed.push(entry);
-    }
-    const record = JSON.stringify({ files: listed, unlisted: changed.length - listed.length });
-    writeAll(1, '\x1e' + token + ' files ' + record + '\n');
-  };
   // What the policy preloads is loaded now, resolved as the snippet would resolve it,
   // so its cost is paid before the call; one that fails is said once, on stderr.
   const preloadRequire = createRequire(mainDir + '[preload]');
@@ -419,7 +371,7 @@
     try {
       preloadRequire(name);
     } catch (error) {
-      writeAll(2, `code-sandbox-mcp: pool.preload: cannot load ${name} (${error && error.message})\n`);
+      writeSync(2, `code-sandbox-mcp: pool.preload: cannot load ${name} (${error && error.message})\n`);
     }
   }
   const applyEnv = (env) => {
@@ -429,81 +381,18 @@
     serveSession();
     return;
   }
-  const input = readAll();
-  const newline = input.indexOf(10);
-  const header = JSON.parse(input.subarray(0, newline).toString('utf8'));
-  setMain(mainDir + header.file);
+  const { header } = nextProgram();
+  setMain(header.file);
   applyEnv(header.env);
-  const codeEnd = newline + 1 + header.len;
-  fs.writeFileSync(main, input.subarray(newline + 1, codeEnd));
-  writeFiles(header.files, input.subarray(codeEnd));
-  before = listing();
   process.argv[1] = main;
-  // The files record and the end line go out after every 'exit' listener has run; the
-  // end line only when the program ends well. A failing one gets none: Node prints its
-  // uncaught error after 'exit', and the run then ends with the process instead.
-  const emit = process.emit;
-  process.emit = function (event, code) {
-    const result = emit.apply(this, arguments);
-    if (event === 'exit') {
-      writeOutputs(header.end, main);
-      if ((process.exitCode ?? code ?? 0) == 0) writeEnd(header.end, 0);
-    }
-    return result;
-  };
   // Started from the event loop, so no frame of this file is under the snippet's.
   setImmediate(runMain);
 
-  // The files that came with the program (their bytes follow the code), written under
-  // the working directory with their folders; never through a link (in a session, earlier
-  // code may have made `out -> /tmp` to have a file written where it likes).
-  function writeFiles(files, bytes) {
-    let at = 0;
-    for (const { path, len } of files || []) {
-      const data = bytes.subarray(at, at + len);
-      at += len;
-      const parts = String(path).split('/');
-      if (path.startsWith('/') || parts.some((part) => ['', '.', '..'].includes(part))) continue;
-      const full = mainDir + path;
-      const parent = full.slice(0, full.lastIndexOf('/'));
-      const existing = (target) => {
-        let at = target;
-        while (!fs.existsSync(at)) at = at.slice(0, at.lastIndexOf('/')) || '/';
-        return fs.realpathSync(at);
-      };
-      const link = fs.lstatSync(full, { throwIfNoEntry: false });
-      if (!(existing(parent) + '/').startsWith(mainDir) || (link && link.isSymbolicLink())) {
-        writeAll(2, `code-sandbox-mcp: files: \`${path}\` leads out through a link; not written\n`);
-        continue;
-      }
-      fs.mkdirSync(parent, { recursive: true });
-      fs.writeFileSync(full, data);
-    }
-  }
-
-  function readAll() {
-    const chunks = [];
-    const chunk = Buffer.allocUnsafe(64 * 1024);
-    for (;;) {
-      let count;
-      try {
-        count = readSync(0, chunk, 0, chunk.length, null);
-      } catch (error) {
-        if (error.code === 'EAGAIN') continue;
-        if (error.code === 'EOF') break;
-        throw error;
-      }
-      if (count === 0) break;
-      chunks.push(Buffer.from(chunk.subarray(0, count)));
-    }
-    return Buffer.concat(chunks);
-  }
-
   // Calls one after another in this one context, as Node's REPL runs its lines: scripts
   // share the global scope, so top-level `let`, `const`, `class` and functions of one
-  // call are there in the next. Each call ends with a line carrying its token and
-  // status on both streams. An uncaught error outside a call (a timer's) ends the
-  // session, as it would end a program.
+  // call are there in the next. Asking for the next call says this one is done. An
+  // uncaught error outside a call (a timer's) ends the session, as it would end a
+  // program.
   function serveSession() {
     // What Node's REPL gives its lines: `require` (resolving from the working
     // directory, through the same guarded loader), `module` and `exports`.
@@ -517,47 +406,29 @@
     ]) {
       defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
     }
-    let pending = Buffer.alloc(0);
-    let running = false;
     let envSet = false;
-    const next = async () => {
-      if (running) return;
-      const newline = pending.indexOf(10);
-      if (newline < 0) return;
-      const header = JSON.parse(pending.subarray(0, newline).toString('utf8'));
-      const filesLen = (header.files || []).reduce((sum, file) => sum + file.len, 0);
-      const frameEnd = newline + 1 + header.len + filesLen;
-      if (pending.length < frameEnd) return;
-      const codeEnd = newline + 1 + header.len;
-      const code = pending.subarray(newline + 1, codeEnd).toString('utf8');
-      writeFiles(header.files, pending.subarray(codeEnd, frameEnd));
-      before = listing();
-      pending = pending.subarray(frameEnd);
-      running = true;
+    const serve = async (status) => {
+      const { header, code } = nextProgram(status);
       if (!envSet) {
         applyEnv(header.env);
         envSet = true;
       }
-      let status = 0;
+      let result = 0;
       try {
-        const result = new Script(code, { filename: `<call ${header.call}>` }).runInThisContext();
-        if (header.awaits) await result;
+        const value = new Script(code.toString('utf8'), { filename: `<call ${header.call}>` }).runInThisContext();
+        if (header.awaits) await value;
       } catch (error) {
         reportRefusal(error);
         const text = error && error.stack ? String(error.stack) : String(error);
         const cut = text.indexOf('\n    at Script.runInThisContext');
-        writeAll(2, 'Uncaught ' + (cut < 0 ? text : text.slice(0, cut)) + '\n');
-        status = 1;
+        writeSync(2, 'Uncaught ' + (cut < 0 ? text : text.slice(0, cut)) + '\n');
+        result = 1;
       }
-      writeOutputs(header.end, null);
-      writeEnd(header.end, status);
-      running = false;
-      next();
+      // What the call scheduled to run at once (promise callbacks, immediates) runs
+      // before the call is done.
+      await new Promise((resolve) => setImmediate(resolve));
+      setImmediate(() => serve(result));
     };
-    process.stdin.on('data', (chunk) => {
-      pending = Buffer.concat([pending, chunk]);
-      next();
-    });
-    process.stdin.on('end', () => process.exit(0));
+    setImmediate(() => serve(undefined));
   }
 })();

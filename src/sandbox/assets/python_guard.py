@@ -1,14 +1,19 @@
 """The policy inside a Python sandbox: audit hooks installed before the snippet's first line.
 
-Started (imported) with `SETTINGS_JSON /sandbox/main.py` as its arguments when the
-container is made, before any code is known. It installs one `sys.addaudithook` hook
-that maps CPython's audit events to the policy's deny rules (given in SETTINGS_JSON),
-imports what the policy preloads, then waits for the program on stdin: one header line
-of JSON (`file`, `len`, `env`) and exactly `len` bytes of code. It writes the code to
-/sandbox/main.py and runs it as `__main__`, exactly as `python3 main.py` would. In a
-session (`"session": true`) it runs call after call in one namespace instead. A denied event writes one marker line to stderr
-(rule, layer, what was attempted, the snippet's line) and ends the process at once with
-exit status 126: the snippet cannot catch or undo it.
+Started (imported) with SETTINGS_JSON as its argument, under the box's supervisor, when
+the box is made, before any code is known. It installs one `sys.addaudithook` hook that
+maps CPython's audit events to the policy's blocking rules (given in SETTINGS_JSON),
+imports what the policy preloads, then asks the supervisor for the program (see
+`_Channel`): one header line of JSON (`file`, `call`, `env`) and the code. It runs the
+code as `__main__`, exactly as `python3 main.py` would (the supervisor wrote the file).
+In a session (`"session": true`) it runs call after call in one namespace instead.
+
+The hook explains; it does not hold the line. What the policy's capabilities are kept
+by lies outside this process: the kernel refuses a new process or program and any
+write outside the sandbox's folders, and the supervisor alone reports how the run
+ended. A denied event here writes one record (rule, layer, what was attempted, the
+snippet's line) on fd 3, which the supervisor passes on, and ends the process at once
+with exit status 126: an early, precise explanation of what the kernel would refuse.
 
 Who asks matters. Starting a process is denied whoever asks, but only the snippet's own
 attempt ends the run: a library's (pandas' import runs `uname -p`) gets a PermissionError,
@@ -20,15 +25,14 @@ standard library and installed packages keep working (dataclasses and namedtuple
 source, numpy imports ctypes, matplotlib imports subprocess).
 
 Everything the hook relies on is captured here, before the snippet runs, and kept in
-closures over immutable values: the snippet may replace `os.write`, `sys.stderr` or
-builtins without effect. Standard library only; CPython 3.8 and later.
+closures: the snippet may replace `os.write`, `sys.stderr` or builtins without effect.
+Standard library only; CPython 3.8 and later.
 """
 
-def _install(settings, main_path):
+def _install(settings):
     import os
     import sys
 
-    marker = settings["marker"]
     rules = tuple(settings["rules"])
 
     # -- captured before the snippet can touch anything --------------------------------
@@ -36,7 +40,7 @@ def _install(settings, main_path):
     write = os.write
     exit_now = os._exit
     def dumps(value):
-        # JSON for the marker line: dicts of strings, numbers and None. Nested here:
+        # JSON for the record: dicts of strings, numbers and None. Nested here:
         # the bootstrap's module globals are the snippet's once it runs.
         if value is None:
             return "null"
@@ -68,7 +72,8 @@ def _install(settings, main_path):
         owner_ok = parts[2] in ("self", "thread-self") or parts[2].isdigit()
         return owner_ok and (len(parts) == 4 or (parts[3] == "task" and parts[4].isdigit()))
     fspath = os.fspath
-    main_file = main_path
+    # The snippet's file, named when the program arrives (`running`).
+    main_file = [None]
     writable = ("/sandbox/", "/tmp/", "/dev/shm/")
     frozen_import = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
     # Modules that only carry out an import someone else asked for.
@@ -199,7 +204,7 @@ def _install(settings, main_path):
 
     def is_main(filename):
         # The snippet's file, or one call of a session (`<call 3>`).
-        return filename == main_file or (isinstance(filename, str) and filename.startswith("<call "))
+        return filename == main_file[0] or (isinstance(filename, str) and filename.startswith("<call "))
 
     def innermost_line(frame):
         while frame is not None:
@@ -286,7 +291,7 @@ def _install(settings, main_path):
                 sys_module.stdout.flush()
             except Exception:
                 pass
-            write(2, (marker + dumps(record) + "\n").encode("utf-8", "replace"))
+            write(3, (dumps(record) + "\n").encode("utf-8", "replace"))
         finally:
             exit_now(126)
 
@@ -340,7 +345,7 @@ def _install(settings, main_path):
                 busy[0] = True
                 block(dynamic_rule or any_rule, event, args, getframe(1))
             # Source or bytecode the snippet wrote, read by the import system.
-            if file_rule is not None and path.startswith(writable) and path != main_file:
+            if file_rule is not None and path.startswith(writable) and path != main_file[0]:
                 if path.endswith((".py", ".pyc", ".pth", ".zip", ".pyw", ".so")):
                     frame = getframe(1)
                     if importing(frame):
@@ -365,7 +370,7 @@ def _install(settings, main_path):
                 if event == "compile":
                     source = args[0] if args else None
                     filename = args[1] if len(args) > 1 else None
-                    if isinstance(filename, str) and filename != main_file and filename.startswith(writable):
+                    if isinstance(filename, str) and filename != main_file[0] and filename.startswith(writable):
                         busy[0] = True
                         block(file_rule, "compile of a file written at run time", (filename,), getframe(1))
                     if not isinstance(source, (str, bytes)) and type(source).__module__ != "ast":
@@ -426,9 +431,12 @@ def _install(settings, main_path):
 
     main_code = None
 
-    def running(code):
+    def running(code, filename):
+        # Called with the file before it is compiled (its compile is the snippet's
+        # own), then with its code before it runs.
         nonlocal main_code
         main_code = code
+        main_file[0] = filename
 
     if rules:
         sys_module.addaudithook(hook)
@@ -513,18 +521,14 @@ def _main(install, print_exception):
     import os
     import sys
 
-    if len(sys.argv) != 3:
-        sys.stderr.write("usage: python_guard.py SETTINGS_JSON MAIN_FILE\n")
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: python_guard.py SETTINGS_JSON\n")
         sys.exit(2)
-    settings_text, main_path = sys.argv[1], sys.argv[2]
-    settings = _read_json(settings_text)
-    running = install(settings, main_path)
-    if settings.get("relay"):
-        _start_relay(settings["relay"])
-    outputs = settings.get("outputs") or {}
-    shown = []
-    if outputs.get("figures"):
-        _capture_shown_figures(shown)
+    settings = _read_json(sys.argv[1])
+    running = install(settings)
+    channel = _Channel()
+    folder = os.environ.pop("CODE_SANDBOX_FIGURES", None)
+    figures = _Figures(folder if settings.get("figures") else None)
     # Imported so that its bytecode is cached: no handle on it is left in sys.modules
     # (an empty module stands in, which the import system expects to find there).
     if "python_guard" in sys.modules:
@@ -536,17 +540,8 @@ def _main(install, print_exception):
             __import__(name)
         except Exception as error:
             sys.stderr.write("code-sandbox-mcp: pool.preload: cannot import %s (%s)\n" % (name, error))
-    # The program arrives on stdin; the snippet's own stdin is empty, as for any run
-    # that is not interactive.
-    control = os.fdopen(os.dup(0), "rb")
-    empty = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(empty, 0)
-    os.close(empty)
 
     main = sys.modules["__main__"]
-    # `python3 main.py` semantics: argv, the script's directory first on the path.
-    sys.argv[:] = [main_path.rsplit("/", 1)[-1]]
-    sys.path[0] = main_path.rsplit("/", 1)[0] or "/"
     # This bootstrap runs as `__main__`: its own names go, the snippet's namespace is
     # what `python3 main.py` would give it.
     namespace = main.__dict__
@@ -563,314 +558,149 @@ def _main(install, print_exception):
         "__builtins__": builtins,
     })
     if settings.get("session"):
-        _serve_session(control, running, namespace, print_exception, outputs, shown)
+        _serve_session(channel, running, namespace, print_exception, figures)
         return
 
-    header = _read_json(control.readline().decode("utf-8"))
-    source = control.read(header["len"])
-    _write_files(control, header.get("files", ()))
-    control.close()
+    header, source = channel.next()
     os.environ.update(header.get("env", {}))
-    with open(main_path, "wb") as handle:
-        handle.write(source)
+    main_path = header["file"]
+    # `python3 main.py` semantics: argv, the script's directory first on the path.
+    sys.argv[:] = [main_path.rsplit("/", 1)[-1]]
+    sys.path[0] = main_path.rsplit("/", 1)[0] or "/"
     namespace.update({"__file__": main_path, "__cached__": None})
-    status = [1]
-    report = _Outputs(outputs, shown, main_path)
-    _end_at_exit(header["end"], status, report)
+    # Registered before the snippet's own exit handlers, so it runs after all of them.
+    import atexit
+    atexit.register(figures.save)
     try:
-        status[0] = _run(source, main_path, namespace, running, print_exception)
-    except SystemExit as error:
-        code = error.code
-        status[0] = 0 if code is None else (code & 0xFF if isinstance(code, int) else 1)
-        report.take_figures()
+        failed = _run(source, main_path, namespace, running, print_exception)
+    except SystemExit:
+        figures.save()
         raise
-    report.take_figures()
-    if status[0]:
+    figures.save()
+    if failed:
         sys.exit(1)
 
 
-def _write_files(control, files):
-    """Writes the files that came with the program (their bytes follow the code) under
-    the working directory, creating their folders. Never through a link: in a session,
-    earlier code may have made `out -> /tmp` to have a file written where it likes."""
-    import os
-    import sys
+class _Channel:
+    """The way the program comes from the supervisor. With user notification (`notify`)
+    the main thread `read`s a number no fd has: the kernel hands the call to the
+    supervisor, which answers it with a fresh fd holding the program (its number is the
+    count `read` returns); the number read also says the call before is done, and with
+    which status. Only the interpreter's main thread gets an answer. Without it (`pipe`,
+    gVisor) the program comes on fd 4, framed by its length, and a session call's end
+    is a line on fd 3."""
 
-    for entry in files:
-        data = control.read(entry["len"])
-        path = entry["path"]
-        if path.startswith("/") or any(part in ("", ".", "..") for part in path.split("/")):
-            continue  # refused by the server already; never written outside /sandbox
-        full = "/sandbox/" + path
-        parent = full.rsplit("/", 1)[0]
-        inside = (os.path.realpath(parent) + "/").startswith("/sandbox/")
-        if not inside or os.path.islink(full):
-            sys.stderr.write("code-sandbox-mcp: files: `%s` leads out through a link; not written\n" % path)
-            continue
-        os.makedirs(parent, exist_ok=True)
-        with open(full, "wb") as handle:
-            handle.write(data)
+    FIRST = 0x7FFF0000
+    READY = FIRST + 256
 
-
-def _end_at_exit(end, status, report):
-    """Writes what the program left behind, then the end line, when the interpreter
-    exits: registered before the snippet's own exit handlers, so it runs after all of
-    them."""
-    import atexit
-    import os
-
-    write = os.write
-    atexit.register(lambda: _write_end(write, end, status[0], report))
-
-
-def _write_end(write, end, status, report):
-    """Flushes what the program printed, writes the record of its files and figures
-    (`\\x1e<end> files <json>`, stdout only) when there is one, then the end line the
-    runtime waits for (`\\x1e<end> <status>`) on both streams, with `write` taken before
-    the snippet ran."""
-    import sys
-
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    record = report.record()
-    if record:
-        data = ("\x1e%s files " % end).encode() + record + b"\n"
-        while data:
-            data = data[write(1, data):]
-    line = ("\x1e%s %d\n" % (end, status)).encode()
-    write(1, line)
-    write(2, line)
-
-
-class _Outputs:
-    """What one run (or session call) hands back besides its output: the files it
-    created or changed under /sandbox (compared with a listing taken before it ran) and
-    the matplotlib figures it showed or left open, within the policy's caps. A file over
-    a cap is listed with its size and the cap's name, never silently dropped."""
-
-    SANDBOX = "/sandbox/"
-    # Past this many entries the walk stops, and past this many the record lists no
-    # more names, only how many there were: a program that writes 100 000 files must
-    # not make the report itself the cost.
-    WALK_LIMIT = 20000
-    LISTED = 100
-
-    def __init__(self, settings, shown, main_path):
-        self.settings = settings
-        self.shown = shown
-        self.main_path = main_path
-        self.figures = []
-        self.before = self.listing() if settings.get("files") else {}
-
-    def listing(self):
-        """`path -> (mtime, size)` of the regular files under /sandbox, links not
-        followed, mounted folders (the policy's `skip`) not entered."""
+    def __init__(self):
         import os
 
-        skip = set(self.settings.get("skip", ()))
-        found = {}
-        folders = [self.SANDBOX.rstrip("/")]
-        seen = 0
-        while folders and seen < self.WALK_LIMIT:
-            try:
-                entries = list(os.scandir(folders.pop()))
-            except OSError:
-                continue
-            for entry in entries:
-                seen += 1
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if entry.path not in skip and entry.name != "__pycache__":
-                            folders.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        stat = entry.stat(follow_symlinks=False)
-                        found[entry.path] = (stat.st_mtime_ns, stat.st_size)
-                except OSError:
-                    pass
-        return found
+        self.mode = os.environ.pop("CODE_SANDBOX_CHANNEL", "pipe")
+        self.read = os.read
+        self.write = os.write
+        self.close = os.close
 
-    def take_figures(self):
-        """Renders the figures shown so far and those still open, then closes them (as a
-        notebook does), so that a session's next call does not send them again."""
+    def next(self, status=None):
+        """The next program, `(header, code)`; `status`: the call before ended so."""
+        if self.mode == "notify":
+            number = self.READY if status is None else self.FIRST + (status & 0xFF)
+            fd = len(self.read(number, 1 << 20))
+            parts = []
+            while True:
+                chunk = self.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                parts.append(chunk)
+            self.close(fd)
+            data = b"".join(parts)
+        else:
+            if status is not None:
+                self.write(3, b"\x1edone %d\n" % status)
+            size = int.from_bytes(self._exactly(4, 4), "little")
+            data = self._exactly(4, size)
+        header, _, code = data.partition(b"\n")
+        return _read_json(header.decode("utf-8")), code
+
+    def _exactly(self, fd, size):
+        parts = []
+        while size > 0:
+            chunk = self.read(fd, size)
+            if not chunk:
+                raise SystemExit(0)  # the supervisor is gone
+            parts.append(chunk)
+            size -= len(chunk)
+        return b"".join(parts)
+
+
+class _Figures:
+    """Matplotlib draws off screen, with `show()` saving the open figures as PNG files in
+    the folder the supervisor returns figures from (and closing them), instead of
+    opening a window: the backend the program gets unless it picks another. The backend
+    module is made only when matplotlib asks for it by name, so a program that never
+    plots never imports matplotlib. What is still open when the program (or a session
+    call) ends is saved too, as a notebook would show it."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.count = 0
+        if folder:
+            self._install()
+
+    def save(self):
+        """Saves the open figures, then closes them."""
         import sys
 
-        self.figures.extend(self.shown)
-        del self.shown[:]
-        if self.settings.get("figures"):
-            self.figures.extend(_open_figures(sys.modules.get("matplotlib.pyplot")))
-
-    def record(self):
-        """The JSON record of this run's files and figures, or None when there are none.
-        Called once: the listing it compares with is renewed for a session's next call."""
-        import os
-
-        entries = [
-            {"path": "figure-%d.png" % (index + 1), "figure": True, "size": len(png), "png": png}
-            for index, png in enumerate(self.figures)
-        ]
-        self.figures = []
-        if self.settings.get("files"):
-            after = self.listing()
-            for path in sorted(after):
-                if path != self.main_path and self.before.get(path) != after[path]:
-                    entries.append({"path": path[len(self.SANDBOX):], "size": after[path][1]})
-            self.before = after
-        if not entries:
-            return None
-        import base64
-        import json
-
-        max_files = self.settings.get("max_files", 0)
-        max_file = self.settings.get("max_file_size", 0)
-        room = self.settings.get("max_total_size", 0)
-        returned = 0
-        listed = []
-        for entry in entries:
-            data = entry.pop("png", None)
-            if returned >= max_files:
-                entry["omitted"] = "max_files"
-            elif entry["size"] > max_file:
-                entry["omitted"] = "max_file_size"
-            elif entry["size"] > room:
-                entry["omitted"] = "max_total_size"
-            else:
-                if data is None:
-                    try:
-                        with open(self.SANDBOX + entry["path"], "rb") as handle:
-                            data = handle.read(max_file + 1)
-                    except OSError as error:
-                        entry["omitted"] = "unreadable: %s" % error.strerror
-                if data is not None and len(data) > min(max_file, room):
-                    entry["omitted"] = "max_file_size" if len(data) > max_file else "max_total_size"
-                elif data is not None:
-                    entry["size"] = len(data)
-                    entry["data"] = base64.b64encode(data).decode("ascii")
-                    room -= len(data)
-                    returned += 1
-            if len(listed) < self.LISTED:
-                listed.append(entry)
-        record = {"files": listed, "unlisted": len(entries) - len(listed)}
-        return json.dumps(record, separators=(",", ":")).encode("utf-8", "surrogateescape")
-
-
-def _open_figures(pyplot):
-    """PNG renderings of the figures open in `pyplot` (None: never imported), which are
-    then closed. A figure that fails to render is said on stderr and skipped."""
-    import sys
-
-    if pyplot is None:
-        return []
-    images = []
-    try:
-        numbers = pyplot.get_fignums()
-    except Exception:
-        return []
-    for number in numbers:
-        try:
-            images.append(_png(pyplot.figure(number)))
-        except Exception as error:
-            sys.stderr.write("code-sandbox-mcp: figure %s could not be rendered: %s\n" % (number, error))
-    try:
-        pyplot.close("all")
-    except Exception:
-        pass
-    return images
-
-
-def _png(figure):
-    import io
-
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
-
-
-def _start_relay(relay):
-    """Under a network allowlist the container has no network: its one way out is the
-    egress proxy's socket, which this relays to from the loopback port HTTP_PROXY names.
-    Daemon threads: they never keep the program from ending."""
-    import socket
-    import threading
-
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", relay["port"]))
-    listener.listen(64)
-
-    def pump(source, target):
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                target.sendall(data)
-        except OSError:
-            pass
-        try:
-            target.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-    def relay_one(client):
-        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            upstream.connect(relay["socket"])
-        except OSError:
-            client.close()
+        if not self.folder:
             return
-        back = threading.Thread(target=pump, args=(upstream, client), daemon=True, name="code-sandbox-relay")
-        back.start()
-        pump(client, upstream)
-        back.join()
-        client.close()
-        upstream.close()
-
-    def accept():
-        while True:
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is None:
+            return
+        try:
+            numbers = pyplot.get_fignums()
+        except Exception:
+            return
+        for number in numbers:
+            self.count += 1
+            path = "%s/figure-%06d.png" % (self.folder, self.count)
             try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=relay_one, args=(client,), daemon=True, name="code-sandbox-relay").start()
+                pyplot.figure(number).savefig(path, format="png")
+            except Exception as error:
+                sys.stderr.write("code-sandbox-mcp: figure %s could not be rendered: %s\n" % (number, error))
+        try:
+            pyplot.close("all")
+        except Exception:
+            pass
 
-    threading.Thread(target=accept, daemon=True, name="code-sandbox-relay").start()
+    def _install(self):
+        import os
+        import sys
+        from importlib.machinery import ModuleSpec
 
+        name = "_code_sandbox_figures"
+        save = self.save
 
-def _capture_shown_figures(shown):
-    """Makes matplotlib draw off screen, with `show()` rendering the open figures into
-    `shown` (and closing them) instead of opening a window: the backend the program
-    gets unless it picks another. The backend module is made only when matplotlib asks
-    for it by name, so a program that never plots never imports matplotlib."""
-    import os
-    import sys
-    from importlib.machinery import ModuleSpec
+        def show(*args, **kwargs):
+            save()
 
-    name = "_code_sandbox_figures"
+        class Backend:
+            @staticmethod
+            def find_spec(fullname, path=None, target=None):
+                return ModuleSpec(name, Backend) if fullname == name else None
 
-    def show(*args, **kwargs):
-        shown.extend(_open_figures(sys.modules.get("matplotlib.pyplot")))
+            @staticmethod
+            def create_module(spec):
+                return None
 
-    class Backend:
-        @staticmethod
-        def find_spec(fullname, path=None, target=None):
-            return ModuleSpec(name, Backend) if fullname == name else None
+            @staticmethod
+            def exec_module(module):
+                from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-        @staticmethod
-        def create_module(spec):
-            return None
+                module.FigureCanvas = FigureCanvasAgg
+                module.show = show
 
-        @staticmethod
-        def exec_module(module):
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-            module.FigureCanvas = FigureCanvasAgg
-            module.show = show
-
-    sys.meta_path.append(Backend)
-    os.environ["MPLBACKEND"] = "module://" + name
+        sys.meta_path.append(Backend)
+        os.environ["MPLBACKEND"] = "module://" + name
 
 
 def _run(source, filename, namespace, running, print_exception):
@@ -879,13 +709,14 @@ def _run(source, filename, namespace, running, print_exception):
     through: it ends the interpreter, as it would end `python3 main.py`."""
     import sys
 
+    running(None, filename)
     try:
         code = compile(source, filename, "exec", dont_inherit=True)
     except SyntaxError:
         # Without this bootstrap's frame: a syntax error shows only the snippet's line.
         print_exception(sys.exc_info(), skip=1)
         return 1
-    running(code)
+    running(code, filename)
     try:
         exec(code, namespace)
     except SystemExit:
@@ -896,35 +727,33 @@ def _run(source, filename, namespace, running, print_exception):
     return 0
 
 
-def _serve_session(control, running, namespace, print_exception, outputs, shown):
-    """Runs one call after another in the same namespace, as a REPL does: a header line
-    and the call's code in, its output out, then the record of its files and figures
-    and on each stream an end line carrying the call's token and status. `sys.exit`
-    ends the session (and the interpreter)."""
+def _serve_session(channel, running, namespace, print_exception, figures):
+    """Runs one call after another in the same namespace, as a REPL does: each call's
+    code comes from the supervisor, its output goes out as it is written, and asking for
+    the next call says this one is done. `sys.exit` ends the session (and the
+    interpreter)."""
     import linecache
     import os
+    import sys
 
-    write = os.write
+    status = None
     env_set = False
     while True:
-        line = control.readline()
-        if not line:
-            return
-        header = _read_json(line.decode("utf-8"))
-        source = control.read(header["len"])
-        _write_files(control, header.get("files", ()))
+        header, source = channel.next(status)
         if not env_set:
             os.environ.update(header.get("env", {}))
             env_set = True
-        # Listed after the call's files are written: they are not its output.
-        report = _Outputs(outputs, shown, None)
         name = "<call %d>" % header["call"]
         text = source.decode("utf-8", "replace")
         # Tracebacks show the call's lines: no file is written for it.
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
         status = _run(source, name, namespace, running, print_exception)
-        report.take_figures()
-        _write_end(write, header["end"], status, report)
+        figures.save()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
 
 
 def _print_exception(info, skip):

@@ -1,0 +1,64 @@
+//! The supervisor: the small trusted process inside every box, between the server and
+//! the program. The box's main process (behind a minimal init), it holds the only
+//! channel to the server (the box's attached stdin and stdout, [`wire`]), and starts
+//! the interpreter as its child, under the kernel's layers: a seccomp filter
+//! ([`filter`]: no process under a policy that denies them, no signal to the
+//! supervisor, the call channel handed over) and Landlock ([`landlock`]: writes only to
+//! the sandbox's folders, nothing under /proc). It is not dumpable, so the program (the
+//! same user) can neither trace it, read or write its memory, nor take its fds; the
+//! filter keeps the program from signalling it. The interpreter's output, the kernel's
+//! refusals (seccomp user notification, [`notify`]), the files the run left
+//! ([`files`]) and how it ended reach the server in the supervisor's frames only.
+//!
+//! No dependencies, std only: the main crate's build script compiles it with `rustc`
+//! as a static binary and embeds it, so it needs nothing in the image. The
+//! [`wire`] module, the filter and the settings are plain Rust, tested on any host; the
+//! rest is Linux (x86-64, aarch64).
+
+pub mod wire;
+
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod child;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod files;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod filter;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod landlock;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod notify;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod relay;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod settings;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod supervise;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod sys;
