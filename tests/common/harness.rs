@@ -1,6 +1,6 @@
 //! The harness of the test binaries that need a container engine (`runtime` and `cli`,
 //! `harness = false` in Cargo.toml), on libtest-mimic, so that `cargo test`'s arguments
-//! work as with the built-in harness: a filter, `--exact`, `--skip`, `--list`,
+//! work as with the built-in harness: filters, `--exact`, `--skip`, `--list`,
 //! `--ignored`, `--include-ignored`, `--test-threads` (or `RUST_TEST_THREADS`).
 //!
 //! Why a harness of our own: under the built-in one a test cannot mark itself ignored
@@ -155,15 +155,17 @@ pub fn in_ci() -> bool {
 /// cleans up after them. `sources` is the folder of the binary's modules, read by the
 /// check that no test there is marked for the built-in harness (which would never run it).
 pub fn main(sources: &str, modules: &[fn() -> Vec<Test>]) -> ExitCode {
-    let mut args = Arguments::from_args();
-    if args.test_threads.is_none() {
-        args.test_threads = std::env::var("RUST_TEST_THREADS")
-            .ok()
-            .and_then(|n| n.parse().ok());
-    }
+    let (args, filters) = arguments();
     let mut tests: Vec<Test> = modules.iter().flat_map(|module| module()).collect();
     tests.push(stray_attribute_check(sources));
     tests.sort_by(|a, b| a.name.cmp(&b.name));
+    if filters.len() > 1 {
+        let matches = |name: &str, filter: &String| match args.exact {
+            true => name == filter,
+            false => name.contains(filter.as_str()),
+        };
+        tests.retain(|test| filters.iter().any(|filter| matches(&test.name, filter)));
+    }
 
     // Prepared only for the tests the filters select, and not for `--list`: listing
     // or running one check test does not start an engine.
@@ -214,6 +216,43 @@ pub fn main(sources: &str, modules: &[fn() -> Vec<Test>]) -> ExitCode {
         return ExitCode::from(101);
     }
     conclusion.exit_code()
+}
+
+/// The command line as libtest-mimic reads it, with `RUST_TEST_THREADS` as libtest
+/// reads it, and the filters. libtest takes several (`cargo test -- a b` runs the tests
+/// matching either), libtest-mimic one: with more than one, they are taken out here and
+/// [`main`] applies them (the summary then counts none as filtered out).
+fn arguments() -> (Arguments, Vec<String>) {
+    const TAKES_A_VALUE: &[&str] = &[
+        "--test-threads",
+        "--logfile",
+        "--skip",
+        "--color",
+        "--format",
+        "-Z",
+    ];
+    let mut raw = std::env::args();
+    let mut options: Vec<String> = raw.next().into_iter().collect();
+    let mut filters = Vec::new();
+    let mut value_follows = false;
+    for arg in raw {
+        if value_follows || arg.starts_with('-') {
+            value_follows = !value_follows && TAKES_A_VALUE.contains(&arg.as_str());
+            options.push(arg);
+        } else {
+            filters.push(arg);
+        }
+    }
+    let mut args = Arguments::from_iter(options);
+    if filters.len() == 1 {
+        args.filter = filters.pop();
+    }
+    if args.test_threads.is_none() {
+        args.test_threads = std::env::var("RUST_TEST_THREADS")
+            .ok()
+            .and_then(|n| n.parse().ok());
+    }
+    (args, filters)
 }
 
 /// Runs `body` in a thread named after the test (panic messages then say which test),
