@@ -212,7 +212,7 @@ pub fn main(sources: &str, modules: &[fn() -> Vec<Test>]) -> ExitCode {
     }
     let left = clean_up(conclusion.has_failed());
     if !left.is_empty() {
-        eprintln!("\n!!!!!!!! the tests left these behind: {left:?}\n");
+        eprintln!("\n!!!!!!!! the tests left these behind (now removed): {left:?}\n");
         return ExitCode::from(101);
     }
     conclusion.exit_code()
@@ -339,8 +339,9 @@ fn stray_attribute_check(sources: &str) -> Test {
     )
 }
 
-/// Removes this process's scratch directories (kept when a test failed, to look at) and
-/// says what of this process is still there: containers and volumes carrying its pid.
+/// Removes this process's scratch directories (kept when a test failed, to look at),
+/// then its containers and volumes (those carrying its pid: a test that failed before
+/// shutting its sandbox down leaves some), and says which of those there were.
 fn clean_up(failed: bool) -> Vec<String> {
     let pid = std::process::id();
     let scratch = super::root().join("target/test-scratch");
@@ -366,32 +367,33 @@ fn clean_up(failed: bool) -> Vec<String> {
         let _ = std::fs::remove_dir(&scratch);
     }
     let _ = std::fs::remove_dir(std::env::temp_dir().join("code-sandbox-mcp-tests"));
-    let mut left = Vec::new();
-    for kind in ["container", "volume"] {
-        left.extend(labelled(kind, &format!("code-sandbox-mcp.pid={pid}")));
+    let filter = format!("label=code-sandbox-mcp.pid={pid}");
+    let containers = engine_names(&["ps", "-a", "--format", "{{.Names}}", "--filter", &filter]);
+    if !containers.is_empty() {
+        let _ = Command::new("docker")
+            .args(["rm", "-f", "-v"])
+            .args(&containers)
+            .output();
     }
-    left
+    let volumes = engine_names(&["volume", "ls", "--format", "{{.Name}}", "--filter", &filter]);
+    if !volumes.is_empty() {
+        let _ = Command::new("docker")
+            .args(["volume", "rm", "-f"])
+            .args(&volumes)
+            .output();
+    }
+    let containers = containers.iter().map(|name| format!("container {name}"));
+    let volumes = volumes.iter().map(|name| format!("volume {name}"));
+    containers.chain(volumes).collect()
 }
 
-/// `kind`s (containers or volumes) whose labels match `filter`, named `kind NAME`;
-/// nothing when the engine cannot be asked.
-fn labelled(kind: &str, filter: &str) -> Vec<String> {
-    let mut command = Command::new("docker");
-    match kind {
-        "container" => command.args(["ps", "-a", "--format", "{{.Names}}"]),
-        _ => command.args(["volume", "ls", "--format", "{{.Name}}"]),
-    };
-    let Ok(output) = command
-        .args(["--filter", &format!("label={filter}")])
-        .output()
-    else {
-        return Vec::new();
-    };
-    if !output.status.success() {
-        return Vec::new();
+/// The names `docker ARGS` lists, one a line; none when the engine cannot be asked.
+fn engine_names(args: &[&str]) -> Vec<String> {
+    match Command::new("docker").args(args).output() {
+        Ok(output) if output.status.success() => String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
     }
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|name| format!("{kind} {name}"))
-        .collect()
 }
