@@ -1,6 +1,6 @@
 //! The audit log (`audit: { path: FILE }` in the policy, opt-in): one JSON line per tool
 //! call, so that "did it run, and what did it do?" has an answer after the fact. What a
-//! line holds is [`AuditEntry`]; the README documents it as the schema.
+//! line holds is [`AuditEntry`]; docs/audit.md documents it as the schema.
 //!
 //! Lines are appended with one write each to a file opened for appending, so lines of
 //! calls made at once (and of several servers sharing a file) never interleave. The
