@@ -1,6 +1,6 @@
 //! The command line as a user runs it: `check`, `run`, `policy` and `image` through the
-//! real binary, policy files as projects write them, and what the dependency tree may
-//! hold.
+//! real binary, policy files as projects write them, what the dependency tree may
+//! hold, and the documentation (links, the generated CLI reference, the README).
 //! One test binary for all of it, so the library is linked once; its harness
 //! (tests/common/harness.rs) reports a test whose engine is missing as ignored.
 
@@ -9,6 +9,7 @@ mod common;
 
 mod check;
 mod dependencies;
+mod docs;
 mod image;
 mod policy_files;
 mod run;
@@ -19,6 +20,7 @@ fn main() -> std::process::ExitCode {
         &[
             check::tests,
             dependencies::tests,
+            docs::tests,
             image::tests,
             policy_files::tests,
             run::tests,
