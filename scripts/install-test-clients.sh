@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the third-party MCP clients the end-to-end tests drive the server with:
 #   - the official MCP Python SDK (`mcp`) and `fastmcp`, into a venv, with maturin
-#     (which builds the wheel the packaging test installs) and uv (whose `uvx` runs it),
+#     (which builds the wheel the packaging test installs), uv (whose `uvx` runs it) and
+#     pyflakes (which .ci/run runs over the in-container Python guard),
 #   - the MCP Inspector (`@modelcontextprotocol/inspector`, used in `--cli` mode), with npm.
 # Everything goes under one directory (default: target/test-clients; override with
 # CODE_SANDBOX_TEST_CLIENTS) so nothing leaks into the user's site-packages or global
@@ -18,7 +19,7 @@ mkdir -p "$dest"
 log() { echo "install-test-clients: $*" >&2; }
 
 python_ok() {
-  [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import mcp, fastmcp' >/dev/null 2>&1 && [ -x "$venv/bin/maturin" ] && [ -x "$venv/bin/uvx" ]
+  [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import mcp, fastmcp, pyflakes' >/dev/null 2>&1 && [ -x "$venv/bin/maturin" ] && [ -x "$venv/bin/uvx" ]
 }
 
 inspector_ok() {
@@ -37,9 +38,9 @@ else
     log "creating venv $venv"
     "$python" -m venv "$venv"
   fi
-  log "pip install mcp fastmcp maturin uv"
+  log "pip install mcp fastmcp maturin uv pyflakes"
   "$venv/bin/python" -m pip install --quiet --upgrade pip >&2 || true
-  "$venv/bin/python" -m pip install --quiet mcp fastmcp "maturin>=1.5,<2" uv >&2
+  "$venv/bin/python" -m pip install --quiet mcp fastmcp "maturin>=1.5,<2" uv pyflakes >&2
   python_ok || { log "mcp/fastmcp still not importable after install"; exit 1; }
 fi
 

@@ -36,6 +36,16 @@ if docker info >/dev/null 2>&1; then
   exit 0
 fi
 
+# An engine named by DOCKER_HOST is the user's choice: starting the local dockerd
+# would not make it answer.
+case "${DOCKER_HOST:-unix:///var/run/docker.sock}" in
+  unix:///var/run/docker.sock | unix:///run/docker.sock) ;;
+  *)
+    echo "start-docker: DOCKER_HOST=$DOCKER_HOST does not answer (only a local dockerd is started here)" >&2
+    exit 1
+    ;;
+esac
+
 if ! command -v dockerd >/dev/null 2>&1; then
   echo "start-docker: installing docker.io" >&2
   export DEBIAN_FRONTEND=noninteractive

@@ -27,7 +27,7 @@ pub struct Finding {
     pub layer: Layer,
 }
 
-/// The layers that enforce a policy (see the README's "Three layers").
+/// The layers that enforce a policy (see docs/security.md).
 #[derive(
     Debug,
     Clone,

@@ -5,6 +5,20 @@ use crate::common::{binary as bin, scratch, spawn_with_input, text};
 use std::path::Path;
 use std::process::{Output, Stdio};
 
+crate::common::harness::tests! {
+    sync text_output_and_exit_codes;
+    sync directories_are_walked_for_sources_only;
+    sync stdin_needs_a_language;
+    sync json_output_is_documented_shape;
+    sync sarif_output_has_what_code_scanning_needs;
+    sync github_annotations;
+    sync unreadable_oversize_and_non_utf8_inputs_are_refused_with_a_reason;
+    sync bad_policy_is_exit_2_with_location;
+    sync project_policy_is_found_from_a_subdirectory_and_flag_overrides_it;
+    sync policy_commands;
+    sync an_ask_rule_blocks_the_command_line;
+}
+
 fn run_in(dir: &Path, args: &[&str]) -> Output {
     bin()
         .current_dir(dir)
@@ -17,7 +31,6 @@ const EVIL_PY: &str = "import os\nos.system('id')\n";
 const CLEAN_PY: &str = "import json\nprint(json.dumps({'a': 1}))\n";
 const NET_JS: &str = "fetch('http://example.com');\n";
 
-#[test]
 fn text_output_and_exit_codes() {
     let dir = scratch("text");
     std::fs::write(dir.join("evil.py"), EVIL_PY).unwrap();
@@ -47,7 +60,6 @@ fn text_output_and_exit_codes() {
     );
 }
 
-#[test]
 fn directories_are_walked_for_sources_only() {
     let dir = scratch("walk");
     std::fs::create_dir_all(dir.join("src/node_modules/x")).unwrap();
@@ -90,7 +102,6 @@ fn directories_are_walked_for_sources_only() {
     );
 }
 
-#[test]
 fn stdin_needs_a_language() {
     let dir = scratch("stdin");
     let mut command = bin();
@@ -121,7 +132,6 @@ fn stdin_needs_a_language() {
     );
 }
 
-#[test]
 fn json_output_is_documented_shape() {
     let dir = scratch("json");
     std::fs::write(dir.join("evil.py"), EVIL_PY).unwrap();
@@ -156,7 +166,6 @@ fn json_output_is_documented_shape() {
     );
 }
 
-#[test]
 fn sarif_output_has_what_code_scanning_needs() {
     let dir = scratch("sarif");
     std::fs::write(dir.join("evil.py"), EVIL_PY).unwrap();
@@ -196,7 +205,6 @@ fn sarif_output_has_what_code_scanning_needs() {
     );
 }
 
-#[test]
 fn github_annotations() {
     let dir = scratch("github");
     std::fs::write(dir.join("evil.py"), EVIL_PY).unwrap();
@@ -212,7 +220,6 @@ fn github_annotations() {
     );
 }
 
-#[test]
 fn unreadable_oversize_and_non_utf8_inputs_are_refused_with_a_reason() {
     let dir = scratch("bad-input");
     std::fs::write(dir.join("latin1.py"), b"print('caf\xe9')\n").unwrap();
@@ -256,7 +263,6 @@ fn unreadable_oversize_and_non_utf8_inputs_are_refused_with_a_reason() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-#[test]
 fn bad_policy_is_exit_2_with_location() {
     let dir = scratch("bad-policy");
     std::fs::write(
@@ -274,7 +280,6 @@ fn bad_policy_is_exit_2_with_location() {
     );
 }
 
-#[test]
 fn project_policy_is_found_from_a_subdirectory_and_flag_overrides_it() {
     let dir = scratch("project");
     std::fs::create_dir_all(dir.join("sub")).unwrap();
@@ -308,7 +313,6 @@ fn project_policy_is_found_from_a_subdirectory_and_flag_overrides_it() {
     );
 }
 
-#[test]
 fn policy_commands() {
     let dir = scratch("policy-cmds");
     let out = run_in(&dir, &["policy", "init"]);
@@ -335,7 +339,6 @@ fn policy_commands() {
 
 /// `ask` needs a person, whom only an MCP client can ask: the linter and `run` treat it
 /// as a denial, and say why.
-#[test]
 fn an_ask_rule_blocks_the_command_line() {
     let dir = crate::common::scratch("ask-cli");
     let policy = dir.join("ask.yaml");

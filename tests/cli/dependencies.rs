@@ -5,6 +5,12 @@
 use serde_json::Value;
 use std::process::Command;
 
+crate::common::harness::tests! {
+    sync every_shipped_crate_has_a_license_an_apache_binary_can_carry;
+    sync the_license_expression_reader_refuses_copyleft_only_terms;
+    sync no_dependency_needs_a_newer_rust_than_our_rust_version;
+}
+
 fn metadata() -> Value {
     let output = Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1", "--locked", "--offline"])
@@ -114,7 +120,6 @@ fn license(tokens: &[String], at: &mut usize) -> bool {
     }
 }
 
-#[test]
 fn every_shipped_crate_has_a_license_an_apache_binary_can_carry() {
     let metadata = metadata();
     let packages = shipped(&metadata);
@@ -129,7 +134,6 @@ fn every_shipped_crate_has_a_license_an_apache_binary_can_carry() {
     assert!(!packages.iter().any(|p| p["name"] == "malachite"));
 }
 
-#[test]
 fn the_license_expression_reader_refuses_copyleft_only_terms() {
     assert!(acceptable("MIT OR Apache-2.0"));
     assert!(acceptable("(MIT OR Apache-2.0) AND Unicode-3.0"));
@@ -147,7 +151,6 @@ fn version(text: &str) -> (u64, u64) {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
-#[test]
 fn no_dependency_needs_a_newer_rust_than_our_rust_version() {
     let metadata = metadata();
     let ours = version(env!("CARGO_PKG_RUST_VERSION"));

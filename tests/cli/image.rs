@@ -11,12 +11,12 @@ use code_sandbox_mcp::sandbox::images::{
 use serde_json::Value;
 use std::process::{Command, Output};
 
-macro_rules! require_docker {
-    () => {
-        if !common::docker_ready() {
-            return;
-        }
-    };
+crate::common::harness::tests! {
+    sync image_list_says_what_the_engine_has needs common::DOCKER;
+    sync an_unreachable_engine_says_which_socket_and_exits_125;
+    sync building_images_that_are_up_to_date_builds_nothing needs common::DOCKER;
+    sync the_python_image_imports_every_package_it_lists needs common::DOCKER;
+    sync the_javascript_image_requires_every_package_it_lists needs common::DOCKER;
 }
 
 /// `image ARGS…` with the default preset, so that no project file changes the engine.
@@ -83,9 +83,7 @@ fn run_in_library_image(name: &str, code: &str) -> String {
     text(&output.stdout)
 }
 
-#[test]
 fn image_list_says_what_the_engine_has() {
-    require_docker!();
     let output = image(&["list", "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let listed: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON");
@@ -134,7 +132,6 @@ fn image_list_says_what_the_engine_has() {
     }
 }
 
-#[test]
 fn an_unreachable_engine_says_which_socket_and_exits_125() {
     let output = binary()
         .args(["image", "list", "--engine", "docker"])
@@ -151,9 +148,7 @@ fn an_unreachable_engine_says_which_socket_and_exits_125() {
     assert_eq!(text(&output.stdout), "");
 }
 
-#[test]
 fn building_images_that_are_up_to_date_builds_nothing() {
-    require_docker!();
     for language in Language::ALL {
         common::library_image(language);
     }
@@ -174,9 +169,7 @@ fn building_images_that_are_up_to_date_builds_nothing() {
     }
 }
 
-#[test]
 fn the_python_image_imports_every_package_it_lists() {
-    require_docker!();
     common::library_image(Language::Python);
     let packages = packages(built_image(Language::Python));
     for expected in [
@@ -205,9 +198,7 @@ fn the_python_image_imports_every_package_it_lists() {
     assert_eq!(stdout, "imported\nplot True\nuser 65534\n");
 }
 
-#[test]
 fn the_javascript_image_requires_every_package_it_lists() {
-    require_docker!();
     common::library_image(Language::JavaScript);
     let packages = packages(built_image(Language::JavaScript));
     for expected in ["lodash", "axios", "yaml", "d3"] {

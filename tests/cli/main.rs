@@ -1,13 +1,29 @@
 //! The command line as a user runs it: `check`, `run`, `policy` and `image` through the
-//! real binary, policy files as projects write them, and what the dependency tree may
-//! hold.
-//! One test binary for all of it, so the library is linked once.
+//! real binary, policy files as projects write them, what the dependency tree may
+//! hold, and the documentation (links, the generated CLI reference, the README).
+//! One test binary for all of it, so the library is linked once; its harness
+//! (tests/common/harness.rs) reports a test whose engine is missing as ignored.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod check;
 mod dependencies;
+mod docs;
 mod image;
 mod policy_files;
 mod run;
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(
+        "tests/cli",
+        &[
+            check::tests,
+            dependencies::tests,
+            docs::tests,
+            image::tests,
+            policy_files::tests,
+            run::tests,
+        ],
+    )
+}

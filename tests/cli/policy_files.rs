@@ -7,6 +7,24 @@ use code_sandbox_mcp::policy::{Action, NetworkMode, Policy, PolicyEngine, Policy
 use std::path::Path;
 use std::time::Duration;
 
+crate::common::harness::tests! {
+    sync presets_have_the_promised_actions;
+    sync a_project_file_changes_only_what_it_names;
+    sync a_mistyped_preset_name_gets_the_preset_suggested;
+    sync sessions_and_preloads_have_defaults_a_project_can_change;
+    sync a_switched_off_rule_reports_nothing;
+    sync new_rules_are_added_and_must_be_complete;
+    sync extends_follows_relative_files_and_presets;
+    sync extends_cycles_and_missing_parents_are_errors;
+    sync errors_name_file_line_column_and_key;
+    sync a_network_allowlist_is_read_and_shown_as_written;
+    sync outputs_and_mounts_resolve_against_the_policy_file;
+    sync errors_point_at_the_exact_value;
+    sync discovery_prefers_flag_then_env_then_nearest_project_file;
+    sync the_bare_command_takes_the_serve_flags;
+    sync under_an_allowlist_the_network_rule_judges_urls;
+}
+
 fn load(dir: &Path, file: &str, text: &str) -> Result<Policy, String> {
     let path = dir.join(file);
     std::fs::write(&path, text).unwrap();
@@ -21,7 +39,6 @@ fn rule<'a>(policy: &'a Policy, id: &str) -> &'a code_sandbox_mcp::policy::Rule 
         .unwrap_or_else(|| panic!("no rule {id}"))
 }
 
-#[test]
 fn presets_have_the_promised_actions() {
     let default = Policy::preset("default").unwrap();
     for (id, action) in [
@@ -53,7 +70,6 @@ fn presets_have_the_promised_actions() {
     assert_eq!(default.limits.code.bytes(), 256 << 10);
 }
 
-#[test]
 fn a_project_file_changes_only_what_it_names() {
     let dir = scratch("override");
     let policy = load(
@@ -77,7 +93,6 @@ fn a_project_file_changes_only_what_it_names() {
     );
 }
 
-#[test]
 fn a_mistyped_preset_name_gets_the_preset_suggested() {
     let dir = scratch("mistyped");
     let error = PolicySource::discover(Some("stricct"), &dir)
@@ -98,7 +113,6 @@ fn a_mistyped_preset_name_gets_the_preset_suggested() {
     assert!(!error.contains("did you mean"), "{error}");
 }
 
-#[test]
 fn sessions_and_preloads_have_defaults_a_project_can_change() {
     let dir = scratch("sessions");
     let defaults = load(&dir, "defaults.yaml", "version: 1\n").unwrap();
@@ -119,7 +133,6 @@ fn sessions_and_preloads_have_defaults_a_project_can_change() {
     assert_eq!(changed.pool.preload.javascript, ["@scope/pkg"]);
 }
 
-#[test]
 fn a_switched_off_rule_reports_nothing() {
     let dir = scratch("off");
     let policy = load(
@@ -138,7 +151,6 @@ fn a_switched_off_rule_reports_nothing() {
     );
 }
 
-#[test]
 fn new_rules_are_added_and_must_be_complete() {
     let dir = scratch("new-rule");
     let policy = load(
@@ -170,7 +182,6 @@ fn new_rules_are_added_and_must_be_complete() {
     assert!(err.contains("needs `category`"), "{err}");
 }
 
-#[test]
 fn extends_follows_relative_files_and_presets() {
     let dir = scratch("extends");
     std::fs::create_dir_all(dir.join("shared")).unwrap();
@@ -195,7 +206,6 @@ fn extends_follows_relative_files_and_presets() {
     assert_eq!(rule(&policy, "network").action, Action::Deny, "from strict");
 }
 
-#[test]
 fn extends_cycles_and_missing_parents_are_errors() {
     let dir = scratch("cycle");
     std::fs::write(dir.join("a.yaml"), "extends: b.yaml\n").unwrap();
@@ -215,7 +225,6 @@ fn extends_cycles_and_missing_parents_are_errors() {
     assert!(err.contains("no preset named `paranoid`"), "{err}");
 }
 
-#[test]
 fn errors_name_file_line_column_and_key() {
     let dir = scratch("errors");
     let cases: &[(&str, &str, &[&str])] = &[
@@ -269,7 +278,6 @@ fn errors_name_file_line_column_and_key() {
     }
 }
 
-#[test]
 fn a_network_allowlist_is_read_and_shown_as_written() {
     let dir = scratch("network-allow");
     let policy = load(
@@ -289,7 +297,6 @@ fn a_network_allowlist_is_read_and_shown_as_written() {
     );
 }
 
-#[test]
 fn outputs_and_mounts_resolve_against_the_policy_file() {
     let dir = scratch("outputs-mounts-policy");
     std::fs::create_dir_all(dir.join("data")).unwrap();
@@ -333,7 +340,6 @@ fn outputs_and_mounts_resolve_against_the_policy_file() {
 /// Each error points at the value at fault, exactly, even where a text search for its
 /// key would land elsewhere: the key in a comment or a message above it, flow style, a
 /// later list element, the second listing of a duplicate.
-#[test]
 fn errors_point_at_the_exact_value() {
     let dir = scratch("exact");
     let cases: &[(&str, &str, &str)] = &[
@@ -369,7 +375,6 @@ fn errors_point_at_the_exact_value() {
     }
 }
 
-#[test]
 fn discovery_prefers_flag_then_env_then_nearest_project_file() {
     if std::env::var_os("CODE_SANDBOX_POLICY").is_some() {
         eprintln!(
@@ -406,7 +411,6 @@ fn discovery_prefers_flag_then_env_then_nearest_project_file() {
 
 /// Client configurations start the bare command with serve's flags
 /// (`code-sandbox-mcp --policy strict`): the flags reach `serve`.
-#[test]
 fn the_bare_command_takes_the_serve_flags() {
     let output = crate::common::binary()
         .args(["--policy", "stricct"])
@@ -425,7 +429,6 @@ fn the_bare_command_takes_the_serve_flags() {
 /// Under an allowlist the network rule judges a program by its URLs: one to a listed
 /// host is no finding, one elsewhere is, where the literal stands; using the network
 /// as such is not (it is allowed, to the hosts listed), and prose is not code.
-#[test]
 fn under_an_allowlist_the_network_rule_judges_urls() {
     let dir = scratch("network-urls");
     let policy = load(

@@ -6,6 +6,22 @@ use crate::common::{self, binary, text};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+crate::common::harness::tests! {
+    sync text_format_passes_output_and_the_exit_code_through needs common::DOCKER;
+    sync text_format_prints_output_as_it_comes_and_only_once needs common::DOCKER;
+    sync json_format_prints_the_whole_result needs common::DOCKER;
+    sync a_denial_prints_the_findings_and_runs_nothing;
+    sync warnings_are_printed_and_the_run_goes_ahead needs common::DOCKER;
+    sync bad_input_is_a_usage_error;
+    sync an_unreachable_engine_says_which_socket_and_exits_125;
+    sync the_engine_flag_overrides_the_policy;
+    sync a_timeout_kills_the_run needs common::DOCKER;
+    sync sigterm_kills_the_run_and_removes_its_container needs common::DOCKER;
+    sync files_a_run_writes_are_listed_in_json_and_named_in_text needs common::DOCKER;
+    sync a_socket_that_refuses_the_user_says_permission_and_the_fix needs common::DOCKER;
+    sync the_original_servers_variables_take_effect needs common::DOCKER;
+}
+
 /// `run ARGS… --policy tests/policies/local-image.yaml` with `stdin` as input.
 fn run(args: &[&str], stdin: &[u8]) -> Output {
     run_with(binary(), args, stdin)
@@ -31,17 +47,7 @@ fn spawn_python(code: &[u8]) -> std::process::Child {
     common::spawn_with_input(command, code)
 }
 
-macro_rules! require_docker {
-    () => {
-        if !common::docker_ready() {
-            return;
-        }
-    };
-}
-
-#[test]
 fn text_format_passes_output_and_the_exit_code_through() {
-    require_docker!();
     let file = common::scratch_file(
         "exit5.py",
         b"import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\nsys.exit(5)\n",
@@ -52,9 +58,7 @@ fn text_format_passes_output_and_the_exit_code_through() {
     assert_eq!(output.status.code(), Some(5));
 }
 
-#[test]
 fn text_format_prints_output_as_it_comes_and_only_once() {
-    require_docker!();
     let mut child =
         spawn_python(b"import time\nprint('first', flush=True)\ntime.sleep(3)\nprint('second')\n");
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
@@ -71,9 +75,7 @@ fn text_format_prints_output_as_it_comes_and_only_once() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
-#[test]
 fn json_format_prints_the_whole_result() {
-    require_docker!();
     let output = run(
         &["-", "--language", "javascript", "--format", "json"],
         b"console.log('hi'); console.error('there');",
@@ -94,7 +96,6 @@ fn json_format_prints_the_whole_result() {
     assert_eq!(result["policy"], "tests/policies/local-image.yaml");
 }
 
-#[test]
 fn a_denial_prints_the_findings_and_runs_nothing() {
     // The check comes before the engine is contacted, so no engine is needed, and an
     // unreachable one proves nothing was sent to it.
@@ -118,9 +119,7 @@ fn a_denial_prints_the_findings_and_runs_nothing() {
     assert!(!stderr.contains("cannot reach"), "{stderr}");
 }
 
-#[test]
 fn warnings_are_printed_and_the_run_goes_ahead() {
-    require_docker!();
     let output = run(
         &["-", "--language", "javascript"],
         b"if (process.argv.length > 99) fetch('http://example.com');\nconsole.log('ran');\n",
@@ -136,7 +135,6 @@ fn warnings_are_printed_and_the_run_goes_ahead() {
     );
 }
 
-#[test]
 fn bad_input_is_a_usage_error() {
     // Standard input needs a language.
     let output = run(&["-"], b"print(1)");
@@ -184,7 +182,6 @@ fn bad_input_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
 }
 
-#[test]
 fn an_unreachable_engine_says_which_socket_and_exits_125() {
     let mut command = binary();
     command.env("DOCKER_HOST", "unix:///nonexistent/docker.sock");
@@ -198,7 +195,6 @@ fn an_unreachable_engine_says_which_socket_and_exits_125() {
     assert!(stderr.contains("start Docker"), "{stderr}");
 }
 
-#[test]
 fn the_engine_flag_overrides_the_policy() {
     let mut command = binary();
     command
@@ -227,9 +223,7 @@ fn the_engine_flag_overrides_the_policy() {
     assert_eq!(output.status.code(), Some(2));
 }
 
-#[test]
 fn a_timeout_kills_the_run() {
-    require_docker!();
     let output = run(
         &["-", "--language", "python", "--timeout", "1"],
         b"import time\nprint('started', flush=True)\ntime.sleep(600)\n",
@@ -239,9 +233,7 @@ fn a_timeout_kills_the_run() {
     assert!(text(&output.stderr).contains("wall-clock limit"));
 }
 
-#[test]
 fn sigterm_kills_the_run_and_removes_its_container() {
-    require_docker!();
     let child = spawn_python(b"import time\nprint('started', flush=True)\ntime.sleep(600)\n");
     let pid = child.id();
     let ours = || common::containers_labelled(&format!("code-sandbox-mcp.pid={pid}")).len();
@@ -264,9 +256,7 @@ fn sigterm_kills_the_run_and_removes_its_container() {
     assert_eq!(ours(), 0, "no container left");
 }
 
-#[test]
 fn files_a_run_writes_are_listed_in_json_and_named_in_text() {
-    require_docker!();
     let code = b"open('table.csv', 'w').write('a,b\\n1,2\\n')\nprint('done')\n";
     let output = run(&["-", "--language", "python", "--format", "json"], code);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
@@ -288,9 +278,7 @@ fn files_a_run_writes_are_listed_in_json_and_named_in_text() {
 
 /// A user the engine's socket refuses is told so, and how to fix it, rather than to
 /// start an engine that is running.
-#[test]
 fn a_socket_that_refuses_the_user_says_permission_and_the_fix() {
-    require_docker!();
     let root = Command::new("id").arg("-u").output().unwrap();
     if text(&root.stdout).trim() != "0" {
         assert_ne!(
@@ -321,9 +309,7 @@ fn a_socket_that_refuses_the_user_says_permission_and_the_fix() {
 
 /// The original code-sandbox-mcp's variables, as its users' client configurations set
 /// them, take effect over the policy.
-#[test]
 fn the_original_servers_variables_take_effect() {
-    require_docker!();
     let code = b"import sys\nprint(sys.version_info[:2] >= (3, 13))\n";
     // CONTAINER_IMAGE: the image for the run (the default policy would choose another).
     let mut command = binary();

@@ -1,12 +1,12 @@
 //! Shared by the integration tests that need a real container engine.
 #![allow(dead_code)]
 
+pub mod harness;
 pub mod mcp_client;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 
 /// The repository root.
 pub fn root() -> &'static Path {
@@ -18,40 +18,45 @@ pub fn local_image_policy() -> PathBuf {
     root().join("tests/policies/local-image.yaml")
 }
 
-/// Makes sure dockerd answers and the offline image exists, starting and building
-/// them with the project's scripts if needed (once per test process).
-///
-/// Returns false (after a loud message) when that is impossible on this machine;
-/// with `CI=true` it panics instead, because in CI a missing engine is a failure.
-pub fn docker_ready() -> bool {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let result = READY.get_or_init(|| {
-        for script in ["scripts/start-docker.sh", "scripts/build-offline-image.sh"] {
-            let output = Command::new("bash")
-                .arg(root().join(script))
-                .output()
-                .map_err(|e| format!("cannot start {script}: {e}"))?;
-            if !output.status.success() {
-                return Err(format!(
-                    "{script} failed ({}): {}",
-                    output.status,
-                    String::from_utf8_lossy(&output.stderr)
-                ));
-            }
-        }
-        Ok(())
-    });
-    match result {
-        Ok(()) => true,
-        Err(reason) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("CI=true and no container engine is available: {reason}")
-        }
-        Err(reason) => {
-            eprintln!("\n!!!!!!!! SKIPPING: this test needs Docker, which is not available here !!!!!!!!\n!!!!!!!! {reason}\n");
-            false
+/// Docker answering, with the offline image: started and built with the project's
+/// scripts if needed (both idempotent), once per test process.
+pub static DOCKER: harness::Prerequisite = harness::Prerequisite {
+    name: "Docker",
+    prepare: prepare_docker,
+};
+
+fn prepare_docker() -> Result<(), String> {
+    for script in ["scripts/start-docker.sh", "scripts/build-offline-image.sh"] {
+        let output = Command::new("bash")
+            .arg(root().join(script))
+            .output()
+            .map_err(|e| format!("cannot start {script}: {e}"))?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+            return Err(format!("{script} failed ({}): {last}", output.status));
         }
     }
+    Ok(())
 }
+
+/// The engine's gVisor runtime, `runsc` (scripts/start-docker.sh registers it when it
+/// can). Declared after [`DOCKER`], which it needs to be asked.
+pub static GVISOR: harness::Prerequisite = harness::Prerequisite {
+    name: "gVisor (the engine's `runsc` runtime)",
+    prepare: || {
+        let output = Command::new("docker")
+            .args(["info", "--format", "{{json .Runtimes}}"])
+            .output()
+            .map_err(|e| format!("cannot run docker info: {e}"))?;
+        let runtimes = String::from_utf8_lossy(&output.stdout);
+        if runtimes.contains("\"runsc\"") {
+            Ok(())
+        } else {
+            Err(format!("the engine's runtimes are {}", runtimes.trim()))
+        }
+    },
+};
 
 /// Containers (running or not) whose labels match `filter` (`key` or `key=value`).
 pub fn containers_labelled(filter: &str) -> Vec<String> {
@@ -75,20 +80,18 @@ pub fn leftover_containers() -> Vec<String> {
 pub const LOCAL_IMAGE: &str = "code-sandbox-mcp-runtime:trixie";
 
 /// An image whose `node` says it is Node 18 (no permission model), built from the
-/// offline image with a stand-in `node` first on the PATH.
-pub const OLD_NODE_IMAGE: &str = "code-sandbox-mcp-test-old-node:1";
+/// offline image with a stand-in `node` first on the PATH, and removed when dropped. Its
+/// tag is this process's, so runs sharing an engine do not remove each other's.
+pub struct OldNodeImage {
+    pub tag: String,
+}
 
-/// Builds [`OLD_NODE_IMAGE`] once (offline: its base is the local image).
-pub fn old_node_image_ready() -> bool {
-    static READY: OnceLock<bool> = OnceLock::new();
-    *READY.get_or_init(|| {
-        let exists = Command::new("docker")
-            .args(["image", "inspect", OLD_NODE_IMAGE])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if exists {
-            return true;
-        }
+impl OldNodeImage {
+    /// Builds it (offline: its base is the local image).
+    pub fn build() -> OldNodeImage {
+        let image = OldNodeImage {
+            tag: format!("code-sandbox-mcp-test-old-node:{}", std::process::id()),
+        };
         let dir = scratch("old-node-image");
         std::fs::write(
             dir.join("Dockerfile"),
@@ -98,13 +101,21 @@ pub fn old_node_image_ready() -> bool {
         )
         .unwrap();
         let built = Command::new("docker")
-            .args(["build", "-q", "-t", OLD_NODE_IMAGE])
+            .args(["build", "-q", "-t", &image.tag])
             .arg(&dir)
             .output()
             .expect("docker build");
         assert!(built.status.success(), "{built:?}");
-        true
-    })
+        image
+    }
+}
+
+impl Drop for OldNodeImage {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["image", "rm", &self.tag])
+            .output();
+    }
 }
 
 /// The library image for `language` (`code-sandbox-mcp image build`), built from the
@@ -139,24 +150,6 @@ pub fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// Whether the engine has the container runtime `name` registered. Outside CI a
-/// missing one skips loudly; CI installs gVisor (scripts/start-docker.sh), so there it
-/// is a failure.
-pub fn runtime_available(name: &str) -> bool {
-    let output = Command::new("docker")
-        .args(["info", "--format", "{{json .Runtimes}}"])
-        .output()
-        .expect("docker info");
-    let found = String::from_utf8_lossy(&output.stdout).contains(&format!("\"{name}\""));
-    if !found {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("CI=true and the engine has no `{name}` runtime");
-        }
-        eprintln!("\n!!!!!!!! SKIPPING: the engine has no `{name}` runtime !!!!!!!!\n");
-    }
-    found
 }
 
 /// The binary under test, without the caller's policy or log settings.

@@ -21,6 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+crate::common::harness::tests! {
+    multi_thread(2) no_attack_gets_through_the_three_layers needs common::DOCKER;
+    multi_thread(2) the_run_time_layers_alone_stop_every_attack needs common::DOCKER;
+    multi_thread(2) harmless_code_runs needs common::DOCKER;
+    sync the_static_check_alone_denies_what_it_knows;
+}
+
 const PROCESS_CANARY: &str = "CANARY-PROC-42";
 const CODE_CANARY: &str = "CANARY-CODE-42";
 
@@ -183,11 +190,7 @@ fn assert_attacks_held(verdicts: &[Verdict], label: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_attack_gets_through_the_three_layers() {
-    if !common::docker_ready() {
-        return;
-    }
     let attacks = files("fixtures/attacks");
     assert!(
         attacks.len() >= 150,
@@ -204,20 +207,12 @@ async fn no_attack_gets_through_the_three_layers() {
 }
 
 /// The static check switched off: the run-time layers and the kernel floor alone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_run_time_layers_alone_stop_every_attack() {
-    if !common::docker_ready() {
-        return;
-    }
     let verdicts = judge(&files("fixtures/attacks"), true).await;
     assert_attacks_held(&verdicts, "run time alone");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn harmless_code_runs() {
-    if !common::docker_ready() {
-        return;
-    }
     let harmless = files("fixtures/harmless");
     assert!(
         harmless.len() >= 40,
@@ -257,7 +252,6 @@ async fn harmless_code_runs() {
 
 /// The run-time layers switched off leave the static check alone: how much of the
 /// corpus it refuses before anything runs.
-#[test]
 fn the_static_check_alone_denies_what_it_knows() {
     let policy = policy();
     let engine = PolicyEngine::new(policy.as_ref().clone());

@@ -6,6 +6,11 @@ use crate::common;
 use crate::common::mcp_client::{is_error, structured, InProcess, TestImage};
 use serde_json::{json, Value};
 
+crate::common::harness::tests! {
+    multi_thread(2) every_call_is_one_line_whatever_became_of_it needs common::DOCKER;
+    multi_thread(2) a_log_that_cannot_be_written_stops_every_call;
+}
+
 fn lines(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -14,11 +19,7 @@ fn lines(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_call_is_one_line_whatever_became_of_it() {
-    if !common::docker_ready() {
-        return;
-    }
     let image = TestImage::new("audit", 0);
     let dir = image.policy_path.parent().unwrap().to_path_buf();
     let text = std::fs::read_to_string(&image.policy_path).unwrap();
@@ -150,7 +151,6 @@ fn code_sha256(code: &str) -> String {
     code_sandbox_mcp::digest::sha256_hex(code.as_bytes())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_that_cannot_be_written_stops_every_call() {
     let dir = common::scratch("audit-unwritable");
     let policy = dir.join(".code-sandbox.yaml");

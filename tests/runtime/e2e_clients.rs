@@ -2,9 +2,10 @@
 //! fastmcp (the README's example, run as written) and the MCP Inspector's CLI mode.
 //!
 //! The clients are installed by scripts/install-test-clients.sh (under target/), which
-//! this test runs when they are missing. When they cannot be installed the tests skip
-//! loudly, except with CI=true, where that is a failure. Each test's policy uses an image
-//! tag of its own, so "no container left" means this test's containers only.
+//! this test runs when they are missing. When they cannot be installed the tests are
+//! reported ignored (tests/common/harness.rs), except with CI=true, where that is a
+//! failure. Each test's policy uses an image tag of its own, so "no container left"
+//! means this test's containers only.
 
 use crate::common;
 
@@ -13,6 +14,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+crate::common::harness::tests! {
+    sync the_official_python_sdk_drives_both_run_tools_a_denial_a_timeout_cancellation_and_a_session needs common::DOCKER, MCP_CLIENTS;
+    sync the_official_python_sdk_receives_a_plot_a_file_and_the_environments needs common::DOCKER, MCP_CLIENTS;
+    sync the_wheel_installs_a_command_that_the_python_sdk_drives needs common::DOCKER, MCP_CLIENTS;
+    sync a_person_approves_ask_code_through_the_python_sdks_elicitation needs common::DOCKER, MCP_CLIENTS;
+    sync the_fastmcp_readme_example_runs_as_written needs common::DOCKER, MCP_CLIENTS;
+    sync the_inspector_cli_lists_the_tools_runs_code_and_sees_a_denial needs common::DOCKER, MCP_CLIENTS;
+}
 
 /// How long one client run may take before it is killed (a hang guard, not a timing
 /// assertion).
@@ -53,11 +63,22 @@ fn installed() -> Option<Clients> {
     (python_ok && tools.iter().all(|tool| tool.exists())).then_some(clients)
 }
 
-/// The installed clients, installing them once per test process if needed; `None`
-/// (after a loud message) when that is impossible here and this is not CI.
-fn clients() -> Option<&'static Clients> {
+/// The MCP test clients, installed by scripts/install-test-clients.sh when missing.
+static MCP_CLIENTS: common::harness::Prerequisite = common::harness::Prerequisite {
+    name: "the MCP test clients (scripts/install-test-clients.sh)",
+    prepare: || {
+        clients_installed()
+            .as_ref()
+            .map(|_| ())
+            .map_err(Clone::clone)
+    },
+};
+
+/// The installed clients, installing them once per test process if needed, or why
+/// they cannot be had here.
+fn clients_installed() -> &'static Result<Clients, String> {
     static CLIENTS: OnceLock<Result<Clients, String>> = OnceLock::new();
-    let result = CLIENTS.get_or_init(|| {
+    CLIENTS.get_or_init(|| {
         if let Some(clients) = installed() {
             return Ok(clients);
         }
@@ -66,27 +87,23 @@ fn clients() -> Option<&'static Clients> {
             .output()
             .map_err(|e| format!("cannot run scripts/install-test-clients.sh: {e}"))?;
         if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
             return Err(format!(
-                "scripts/install-test-clients.sh failed ({}): {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
+                "scripts/install-test-clients.sh failed ({}): {last}",
+                output.status
             ));
         }
         installed()
             .ok_or_else(|| "the clients are still missing after the install script".to_string())
-    });
-    match result {
-        Ok(clients) => Some(clients),
-        Err(reason) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("CI=true and the MCP test clients are unavailable: {reason}")
-        }
-        Err(reason) => {
-            eprintln!(
-                "\n!!!!!!!! SKIPPING: this test needs the MCP test clients, which cannot be installed here !!!!!!!!\n\
-                 !!!!!!!! {reason}\n"
-            );
-            None
-        }
+    })
+}
+
+/// The installed clients, for a test that declares [`MCP_CLIENTS`].
+fn clients() -> &'static Clients {
+    match clients_installed() {
+        Ok(clients) => clients,
+        Err(reason) => panic!("the MCP test clients are unavailable: {reason}"),
     }
 }
 
@@ -136,12 +153,8 @@ fn tempdir(name: &str) -> PathBuf {
     dir
 }
 
-#[test]
 fn the_official_python_sdk_drives_both_run_tools_a_denial_a_timeout_cancellation_and_a_session() {
-    if !common::docker_ready() {
-        return;
-    }
-    let Some(clients) = clients() else { return };
+    let clients = clients();
     // No warm pool, so that the script can watch the cancelled run's container go.
     let image = TestImage::new("python-sdk", 0);
     let mut command = Command::new(&clients.python);
@@ -177,12 +190,8 @@ fn the_official_python_sdk_drives_both_run_tools_a_denial_a_timeout_cancellation
     );
 }
 
-#[test]
 fn the_official_python_sdk_receives_a_plot_a_file_and_the_environments() {
-    if !common::docker_ready() {
-        return;
-    }
-    let Some(clients) = clients() else { return };
+    let clients = clients();
     let base = common::library_image(code_sandbox_mcp::analysis::Language::Python);
     let image = TestImage::of(base, "python-sdk-plot", 0);
     let mut command = Command::new(&clients.python);
@@ -251,12 +260,8 @@ fn wheel(clients: &Clients) -> PathBuf {
     find().expect("the wheel maturin built")
 }
 
-#[test]
 fn the_wheel_installs_a_command_that_the_python_sdk_drives() {
-    if !common::docker_ready() {
-        return;
-    }
-    let Some(clients) = clients() else { return };
+    let clients = clients();
     let wheel = wheel(clients);
     // A fresh venv, the wheel alone (no index): what `pip install code-sandbox-mcp` does.
     let venv = tempdir("wheel-venv");
@@ -313,12 +318,8 @@ fn the_wheel_installs_a_command_that_the_python_sdk_drives() {
     assert!(image.containers().is_empty(), "{:?}", image.containers());
 }
 
-#[test]
 fn a_person_approves_ask_code_through_the_python_sdks_elicitation() {
-    if !common::docker_ready() {
-        return;
-    }
-    let Some(clients) = clients() else { return };
+    let clients = clients();
     let image = TestImage::new("approval", 0);
     let text = std::fs::read_to_string(&image.policy_path).unwrap();
     let dir = image.policy_path.parent().unwrap().to_path_buf();
@@ -375,12 +376,8 @@ fn a_person_approves_ask_code_through_the_python_sdks_elicitation() {
     assert!(image.containers().is_empty(), "{:?}", image.containers());
 }
 
-#[test]
 fn the_fastmcp_readme_example_runs_as_written() {
-    if !common::docker_ready() {
-        return;
-    }
-    let Some(clients) = clients() else { return };
+    let clients = clients();
     let image = TestImage::new("fastmcp", 1);
     let bin_dir = common::binary_path().parent().unwrap();
     let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
@@ -430,12 +427,8 @@ fn inspector(clients: &Clients, policy: &Path, args: &[&str]) -> serde_json::Val
         .unwrap_or_else(|e| panic!("the Inspector printed no JSON ({e}):\n{stdout}\n{stderr}"))
 }
 
-#[test]
 fn the_inspector_cli_lists_the_tools_runs_code_and_sees_a_denial() {
-    if !common::docker_ready() {
-        return;
-    }
-    let Some(clients) = clients() else { return };
+    let clients = clients();
     let image = TestImage::new("inspector", 2);
     let policy = &image.policy_path;
 

@@ -12,6 +12,19 @@ use sandbox_supervisor::wire::{FromBox, Status};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+crate::common::harness::tests! {
+    multi_thread(2) python_audit_hooks_stop_a_process_the_checker_would_have_missed needs common::DOCKER;
+    multi_thread(2) a_library_starting_a_process_gets_an_error_and_nothing_starts needs common::DOCKER;
+    multi_thread(2) python_string_code_from_the_snippet_is_stopped_and_library_code_is_not needs common::DOCKER;
+    multi_thread(2) python_keeps_its_usual_semantics_under_the_guard needs common::DOCKER;
+    multi_thread(2) a_rule_at_warn_installs_nothing_at_run_time needs common::DOCKER;
+    multi_thread(2) the_kernel_floor_alone_stops_fork_and_exec needs common::DOCKER;
+    multi_thread(2) node_guard_stops_a_built_module_name_and_codegen needs common::DOCKER;
+    multi_thread(2) node_without_a_permission_model_is_refused_not_run_with_less needs common::DOCKER;
+    multi_thread(2) gvisor_runs_the_code_when_the_policy_asks_for_it needs common::DOCKER, common::GVISOR;
+    multi_thread(2) a_runtime_the_engine_lacks_is_refused_not_replaced needs common::DOCKER;
+}
+
 const CANARY: &str = "CANARY-PROC-42";
 
 fn policy(adjust: impl FnOnce(&mut Policy)) -> Arc<Policy> {
@@ -40,11 +53,7 @@ async fn run(language: Language, code: &str) -> RunOutcome {
         .expect("the run happens")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_audit_hooks_stop_a_process_the_checker_would_have_missed() {
-    if !common::docker_ready() {
-        return;
-    }
     let code = "import os\nprint('before', flush=True)\nf = getattr(os, ''.join(['sys', 'tem']))\nf('echo CANARY-PROC-$((40+2))')\nprint('after')\n";
     let outcome = run(Language::Python, code).await;
     assert_eq!(outcome.stdout, "before\n", "{outcome:?}");
@@ -61,11 +70,7 @@ async fn python_audit_hooks_stop_a_process_the_checker_would_have_missed() {
     assert_eq!(outcome.exit_code, 126);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_library_starting_a_process_gets_an_error_and_nothing_starts() {
-    if !common::docker_ready() {
-        return;
-    }
     // `platform.processor()` runs `uname -p` (pandas' import calls it): the library
     // copes with the refusal as on a system without `uname`. A library helper that
     // runs a command of the caller's choosing is refused the same way: nothing runs.
@@ -88,11 +93,7 @@ async fn a_library_starting_a_process_gets_an_error_and_nothing_starts() {
     assert_eq!(own.blocked.len(), 1, "{own:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_string_code_from_the_snippet_is_stopped_and_library_code_is_not() {
-    if !common::docker_ready() {
-        return;
-    }
     let code = "import dataclasses, collections\n@dataclasses.dataclass\nclass P:\n    x: int\nprint(dataclasses.asdict(P(1)), collections.namedtuple('T', 'a b')(1, 2))\nsrc = 'print(\"CANARY-CODE-\" + str(6*7))'\nexec(src)\n";
     let outcome = run(Language::Python, code).await;
     assert_eq!(outcome.stdout, "{'x': 1} T(a=1, b=2)\n", "{outcome:?}");
@@ -105,11 +106,7 @@ async fn python_string_code_from_the_snippet_is_stopped_and_library_code_is_not(
     assert_eq!(block.line, 7);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_keeps_its_usual_semantics_under_the_guard() {
-    if !common::docker_ready() {
-        return;
-    }
     let code = "import sys\nprint(__name__, __file__, sys.argv, sys.path[0])\nprint(sorted(k for k in globals() if not k.startswith('__')))\nraise KeyError('boom')\n";
     let outcome = run(Language::Python, code).await;
     assert_eq!(
@@ -153,11 +150,7 @@ async fn python_keeps_its_usual_semantics_under_the_guard() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rule_at_warn_installs_nothing_at_run_time() {
-    if !common::docker_ready() {
-        return;
-    }
     let warn_only = policy(common::warn_only);
     // With every rule at warn a process starts; the hardening filter stays on.
     let code = "import os, ctypes\nos.system('echo CANARY-PROC-$((40+2))')\nlibc = ctypes.CDLL(None, use_errno=True)\nprint('io_uring_setup', libc.syscall(425, 8, None), ctypes.get_errno())\n";
@@ -175,11 +168,7 @@ async fn a_rule_at_warn_installs_nothing_at_run_time() {
 /// The kernel floor alone: the interpreter started by the supervisor with no audit
 /// hooks at all still cannot start a process, by any route, and every attempt is
 /// reported by the supervisor (outside the program's reach) with what it named.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kernel_floor_alone_stops_fork_and_exec() {
-    if !common::docker_ready() {
-        return;
-    }
     let dir = common::scratch("kernel-floor");
     let (_, bytes, _) = assets::files()
         .into_iter()
@@ -296,11 +285,7 @@ print("system", os.system("echo CANARY-PROC-$((40+2))"))
     assert_eq!(end, Some((Status::Exited(0), true)), "{stdout}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_guard_stops_a_built_module_name_and_codegen() {
-    if !common::docker_ready() {
-        return;
-    }
     let code = "console.log('before');\nconst m = 'child_' + ['pro', 'cess'].join('');\nrequire(m).execSync('echo CANARY-PROC-$((40+2))', {stdio: 'inherit'});\n";
     let outcome = run(Language::JavaScript, code).await;
     assert_eq!(outcome.stdout, "before\n", "{outcome:?}");
@@ -324,12 +309,9 @@ async fn node_guard_stops_a_built_module_name_and_codegen() {
     assert_eq!(block.rule, "dynamic-code");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_without_a_permission_model_is_refused_not_run_with_less() {
-    if !common::docker_ready() || !common::old_node_image_ready() {
-        return;
-    }
-    let old = policy(|p| p.images.javascript = vec![common::OLD_NODE_IMAGE.to_string()]);
+    let image = common::OldNodeImage::build();
+    let old = policy(|p| p.images.javascript = vec![image.tag.clone()]);
     let result = run_with(old, Language::JavaScript, "console.log(1)").await;
     match result {
         Err(SandboxError::LayerUnavailable(message)) => {
@@ -339,11 +321,7 @@ async fn node_without_a_permission_model_is_refused_not_run_with_less() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gvisor_runs_the_code_when_the_policy_asks_for_it() {
-    if !common::docker_ready() || !common::runtime_available("runsc") {
-        return;
-    }
     let gvisor = policy(|p| p.runtime = Some("runsc".into()));
     let code = "import os\nprint(open('/proc/version').read().split()[2])\nos.system('echo CANARY-PROC-$((40+2))')\n";
     let outcome = run_with(gvisor, Language::Python, code)
@@ -355,11 +333,7 @@ async fn gvisor_runs_the_code_when_the_policy_asks_for_it() {
     assert_eq!(outcome.blocked.len(), 1, "{outcome:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_the_engine_lacks_is_refused_not_replaced() {
-    if !common::docker_ready() {
-        return;
-    }
     let missing = policy(|p| p.runtime = Some("no-such-runtime".into()));
     match run_with(missing, Language::Python, "print(1)").await {
         Err(SandboxError::LayerUnavailable(message)) => {

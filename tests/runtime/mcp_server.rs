@@ -1,7 +1,7 @@
 //! The MCP server driven over JSON-RPC lines: in-process over in-memory pipes, and as
 //! the real binary over its stdio (signals, stdout hygiene, a daemon that is down).
 //!
-//! Tests that run code need Docker (`common::docker_ready()`); container assertions use
+//! Tests that run code need Docker (`common::DOCKER`); container assertions use
 //! an image tag of their own (`support::TestImage`), so tests running in parallel, here
 //! or elsewhere on the machine, do not confuse them.
 
@@ -14,7 +14,32 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Stdio;
 
-#[tokio::test]
+crate::common::harness::tests! {
+    current_thread initialize_answers_and_the_tools_describe_the_policy;
+    current_thread a_network_policy_makes_the_run_tools_open_world;
+    current_thread check_code_reports_findings_without_running_anything;
+    current_thread a_denial_runs_nothing_and_names_rule_line_and_column;
+    current_thread oversize_and_non_utf8_code_are_error_results_and_the_server_stays_up;
+    current_thread python_and_javascript_runs_return_exit_code_and_both_streams needs common::DOCKER;
+    current_thread warnings_ride_along_with_a_successful_run needs common::DOCKER;
+    current_thread a_timeout_kills_the_run_and_progress_is_reported_meanwhile needs common::DOCKER;
+    current_thread output_comes_as_progress_while_the_run_lasts needs common::DOCKER;
+    current_thread cancelling_a_call_kills_the_run_and_removes_its_container needs common::DOCKER;
+    current_thread end_of_input_removes_every_container needs common::DOCKER;
+    current_thread stop_cancels_a_run_in_flight_and_removes_every_container needs common::DOCKER;
+    current_thread a_missing_image_is_an_error_result_and_the_next_call_succeeds needs common::DOCKER;
+    current_thread the_binary_starts_and_answers_while_the_daemon_is_down;
+    current_thread a_bad_policy_file_is_served_and_every_call_says_what_is_wrong;
+    current_thread sigterm_removes_every_container_and_exits_zero_with_only_json_rpc_on_stdout needs common::DOCKER;
+    current_thread pass_through_env_hands_only_named_host_variables_to_the_sandbox needs common::DOCKER;
+    multi_thread(2) files_handed_in_are_in_the_working_directory_and_bad_paths_are_refused needs common::DOCKER;
+    multi_thread(2) a_stdout_flood_keeps_the_traceback_and_the_reply_stays_small needs common::DOCKER;
+    current_thread a_line_that_is_not_json_gets_a_parse_error_and_the_session_goes_on;
+    multi_thread(2) cleanup_removes_what_a_killed_server_left_and_nothing_of_a_live_one needs common::DOCKER;
+    multi_thread(2) no_absolute_host_path_reaches_a_description_or_a_result needs common::DOCKER;
+    sync started_in_a_terminal_the_server_says_what_it_waits_for;
+}
+
 async fn initialize_answers_and_the_tools_describe_the_policy() {
     let mut server = InProcess::start(
         &common::local_image_policy(),
@@ -90,7 +115,6 @@ async fn initialize_answers_and_the_tools_describe_the_policy() {
     assert_eq!(server.close().await, ServeEnd::InputClosed);
 }
 
-#[tokio::test]
 async fn a_network_policy_makes_the_run_tools_open_world() {
     let mut policy = Policy::preset("default").unwrap();
     policy.network = code_sandbox_mcp::policy::NetworkMode::Bridge;
@@ -104,7 +128,6 @@ async fn a_network_policy_makes_the_run_tools_open_world() {
     server.close().await;
 }
 
-#[tokio::test]
 async fn check_code_reports_findings_without_running_anything() {
     let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
     let code = "const fs = require('fs');\nconst { execSync } = require('child_process');\n";
@@ -146,7 +169,6 @@ async fn check_code_reports_findings_without_running_anything() {
     server.close().await;
 }
 
-#[tokio::test]
 async fn a_denial_runs_nothing_and_names_rule_line_and_column() {
     let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
     let code = "console.log('before');\nconst cp = require('child_process');\ncp.execSync('ls');\n";
@@ -175,7 +197,6 @@ async fn a_denial_runs_nothing_and_names_rule_line_and_column() {
     server.close().await;
 }
 
-#[tokio::test]
 async fn oversize_and_non_utf8_code_are_error_results_and_the_server_stays_up() {
     let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
     let huge = "x = 1\n".repeat(100_000);
@@ -225,11 +246,7 @@ async fn oversize_and_non_utf8_code_are_error_results_and_the_server_stays_up() 
     server.close().await;
 }
 
-#[tokio::test]
 async fn python_and_javascript_runs_return_exit_code_and_both_streams() {
-    if !common::docker_ready() {
-        return;
-    }
     let mut server = InProcess::start(
         &common::local_image_policy(),
         vec![("SANDBOX_GREETING".into(), "hello".into())],
@@ -274,11 +291,7 @@ async fn python_and_javascript_runs_return_exit_code_and_both_streams() {
     server.close().await;
 }
 
-#[tokio::test]
 async fn warnings_ride_along_with_a_successful_run() {
-    if !common::docker_ready() {
-        return;
-    }
     let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
     let code = "const net = require('net');\nconsole.log('ran', typeof net.connect);\n";
     let result = server
@@ -294,11 +307,7 @@ async fn warnings_ride_along_with_a_successful_run() {
     server.close().await;
 }
 
-#[tokio::test]
 async fn a_timeout_kills_the_run_and_progress_is_reported_meanwhile() {
-    if !common::docker_ready() {
-        return;
-    }
     let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
     let code = "print('started', flush=True)\nwhile True:\n    pass\n";
     let id = server
@@ -335,11 +344,7 @@ async fn a_timeout_kills_the_run_and_progress_is_reported_meanwhile() {
     server.close().await;
 }
 
-#[tokio::test]
 async fn output_comes_as_progress_while_the_run_lasts() {
-    if !common::docker_ready() {
-        return;
-    }
     let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
     let code = "import sys, time\nprint('first line', flush=True)\n\
                 print('a warning', file=sys.stderr, flush=True)\ntime.sleep(3)\nprint('last line')\n";
@@ -383,11 +388,7 @@ async fn output_comes_as_progress_while_the_run_lasts() {
     server.close().await;
 }
 
-#[tokio::test]
 async fn cancelling_a_call_kills_the_run_and_removes_its_container() {
-    if !common::docker_ready() {
-        return;
-    }
     // No warm pool: every container of this tag belongs to a run.
     let image = TestImage::new("cancel", 0);
     let mut server = InProcess::start(&image.policy_path, vec![]).await;
@@ -420,11 +421,7 @@ async fn cancelling_a_call_kills_the_run_and_removes_its_container() {
     assert!(image.containers().is_empty());
 }
 
-#[tokio::test]
 async fn end_of_input_removes_every_container() {
-    if !common::docker_ready() {
-        return;
-    }
     let image = TestImage::new("eof", 2);
     let mut server = InProcess::start(&image.policy_path, vec![]).await;
     let result = server
@@ -440,11 +437,7 @@ async fn end_of_input_removes_every_container() {
     );
 }
 
-#[tokio::test]
 async fn stop_cancels_a_run_in_flight_and_removes_every_container() {
-    if !common::docker_ready() {
-        return;
-    }
     let image = TestImage::new("stop", 1);
     let mut server = InProcess::start(&image.policy_path, vec![]).await;
     server
@@ -464,11 +457,7 @@ async fn stop_cancels_a_run_in_flight_and_removes_every_container() {
     );
 }
 
-#[tokio::test]
 async fn a_missing_image_is_an_error_result_and_the_next_call_succeeds() {
-    if !common::docker_ready() {
-        return;
-    }
     let dir = std::env::temp_dir().join(format!("code-sandbox-mcp-missing-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let policy_path = dir.join("policy.yaml");
@@ -536,7 +525,6 @@ fn process_client(child: &mut tokio::process::Child) -> ProcessClient {
     RpcClient::new(child.stdout.take().unwrap(), child.stdin.take().unwrap())
 }
 
-#[tokio::test]
 async fn the_binary_starts_and_answers_while_the_daemon_is_down() {
     let dir = std::env::temp_dir();
     let socket = dir.join(format!("no-docker-here-{}.sock", std::process::id()));
@@ -562,7 +550,6 @@ async fn the_binary_starts_and_answers_while_the_daemon_is_down() {
     assert!(status.success(), "exit status {status}");
 }
 
-#[tokio::test]
 async fn a_bad_policy_file_is_served_and_every_call_says_what_is_wrong() {
     let dir = common::scratch("bad-policy-serve");
     let policy = dir.join(".code-sandbox.yaml");
@@ -617,11 +604,7 @@ async fn a_bad_policy_file_is_served_and_every_call_says_what_is_wrong() {
     assert!(status.success(), "exit status {status}");
 }
 
-#[tokio::test]
 async fn sigterm_removes_every_container_and_exits_zero_with_only_json_rpc_on_stdout() {
-    if !common::docker_ready() {
-        return;
-    }
     let image = TestImage::new("sigterm", 2);
     let mut child = spawn_binary(&image.policy_path, &[]);
     let mut client = process_client(&mut child);
@@ -662,11 +645,7 @@ async fn sigterm_removes_every_container_and_exits_zero_with_only_json_rpc_on_st
     );
 }
 
-#[tokio::test]
 async fn pass_through_env_hands_only_named_host_variables_to_the_sandbox() {
-    if !common::docker_ready() {
-        return;
-    }
     let image = TestImage::new("env", 0);
     let policy = image.policy_path.to_str().unwrap().to_string();
     let mut child = spawn_binary_with_args(
@@ -717,11 +696,7 @@ async fn pass_through_env_hands_only_named_host_variables_to_the_sandbox() {
     assert!(image.containers().is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_handed_in_are_in_the_working_directory_and_bad_paths_are_refused() {
-    if !common::docker_ready() {
-        return;
-    }
     let image = TestImage::new("files", 0);
     let mut server = InProcess::start(&image.policy_path, vec![]).await;
     let files = json!([
@@ -816,11 +791,7 @@ async fn files_handed_in_are_in_the_working_directory_and_bad_paths_are_refused(
         .is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdout_flood_keeps_the_traceback_and_the_reply_stays_small() {
-    if !common::docker_ready() {
-        return;
-    }
     // The default cap (the test policy extends `default`).
     let cap = Policy::preset("default").unwrap().limits.output.bytes() as usize;
     assert!(cap <= 64 << 10, "a default cap sized for a model's context");
@@ -860,7 +831,6 @@ async fn a_stdout_flood_keeps_the_traceback_and_the_reply_stays_small() {
     server.close().await;
 }
 
-#[tokio::test]
 async fn a_line_that_is_not_json_gets_a_parse_error_and_the_session_goes_on() {
     let mut server = InProcess::start(&common::local_image_policy(), Vec::new()).await;
     server.client.send_line("this is not json").await;
@@ -886,11 +856,7 @@ async fn a_line_that_is_not_json_gets_a_parse_error_and_the_session_goes_on() {
     server.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleanup_removes_what_a_killed_server_left_and_nothing_of_a_live_one() {
-    if !common::docker_ready() {
-        return;
-    }
     let killed = TestImage::new("cleanup-killed", 2);
     // With an allowlist, so that it also leaves its egress socket's folder.
     let text = std::fs::read_to_string(&killed.policy_path).unwrap();
@@ -960,11 +926,7 @@ async fn cleanup_removes_what_a_killed_server_left_and_nothing_of_a_live_one() {
     assert!(survivor.wait().await.unwrap().success());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_absolute_host_path_reaches_a_description_or_a_result() {
-    if !common::docker_ready() {
-        return;
-    }
     // A policy outside the working directory, as Claude Desktop users name theirs.
     let image = TestImage::new("privacy", 0);
     let dir = image.policy_path.parent().unwrap().to_path_buf();
@@ -1025,7 +987,6 @@ async fn no_absolute_host_path_reaches_a_description_or_a_result() {
     server.close().await;
 }
 
-#[test]
 fn started_in_a_terminal_the_server_says_what_it_waits_for() {
     // `script` gives the server a terminal as its stdin; our stdin's end (null) ends it.
     let command = format!(

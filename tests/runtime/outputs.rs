@@ -9,6 +9,16 @@ use code_sandbox_mcp::analysis::Language;
 use serde_json::{json, Value};
 use std::path::Path;
 
+crate::common::harness::tests! {
+    multi_thread(2) a_pandas_plot_comes_back_as_a_png_with_the_output_and_the_csv needs common::DOCKER;
+    multi_thread(2) files_over_a_cap_are_listed_with_the_cap_not_dropped needs common::DOCKER;
+    multi_thread(2) files_are_exported_where_the_policy_says_and_never_overwritten_unasked needs common::DOCKER;
+    multi_thread(2) a_mount_is_read_only_unless_the_policy_says_rw needs common::DOCKER;
+    multi_thread(2) javascript_files_come_back_and_a_session_call_returns_only_its_own needs common::DOCKER;
+    multi_thread(2) descriptions_and_resources_name_the_packages_the_image_has needs common::DOCKER;
+    multi_thread(2) the_first_image_the_engine_has_is_the_one_used needs common::DOCKER;
+}
+
 /// A server on a tag of `base`, its policy the test policy plus `extra` YAML, written
 /// in `project` (a folder of its own, which relative paths in `extra` are under).
 async fn server_in(base: &str, name: &str, project: &Path, extra: &str) -> (TestImage, InProcess) {
@@ -44,11 +54,7 @@ fn listed<'a>(result: &'a Value, path: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{path} is not listed: {result}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pandas_plot_comes_back_as_a_png_with_the_output_and_the_csv() {
-    if !common::docker_ready() {
-        return;
-    }
     let base = common::library_image(Language::Python);
     let project = common::scratch("outputs-plot");
     let (_image, mut server) = server_in(base, "plot", &project, "").await;
@@ -101,11 +107,7 @@ async fn a_pandas_plot_comes_back_as_a_png_with_the_output_and_the_csv() {
     server.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_over_a_cap_are_listed_with_the_cap_not_dropped() {
-    if !common::docker_ready() {
-        return;
-    }
     let project = common::scratch("outputs-caps");
     let extra = "outputs:\n  max_files: 2\n  max_file_size: 1KiB\n  inline_text: 16B\n";
     let (_image, mut server) = server_in(common::LOCAL_IMAGE, "caps", &project, extra).await;
@@ -153,11 +155,7 @@ async fn files_over_a_cap_are_listed_with_the_cap_not_dropped() {
     server.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_are_exported_where_the_policy_says_and_never_overwritten_unasked() {
-    if !common::docker_ready() {
-        return;
-    }
     let project = common::scratch("outputs-export");
     let extra = "outputs:\n  export:\n    path: results\n";
     let (_image, mut server) = server_in(common::LOCAL_IMAGE, "export", &project, extra).await;
@@ -187,11 +185,7 @@ async fn files_are_exported_where_the_policy_says_and_never_overwritten_unasked(
     server.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mount_is_read_only_unless_the_policy_says_rw() {
-    if !common::docker_ready() {
-        return;
-    }
     let project = common::scratch("outputs-mounts");
     std::fs::create_dir_all(project.join("data")).unwrap();
     std::fs::write(project.join("data/input.csv"), "a,b\n1,2\n").unwrap();
@@ -246,11 +240,7 @@ async fn a_mount_is_read_only_unless_the_policy_says_rw() {
     server.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn javascript_files_come_back_and_a_session_call_returns_only_its_own() {
-    if !common::docker_ready() {
-        return;
-    }
     let project = common::scratch("outputs-js");
     let (_image, mut server) = server_in(common::LOCAL_IMAGE, "js-out", &project, "").await;
     let call = |code: &str, session: Option<&str>| {
@@ -334,11 +324,7 @@ async fn description(server: &mut InProcess, name: &str) -> String {
         .to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn descriptions_and_resources_name_the_packages_the_image_has() {
-    if !common::docker_ready() {
-        return;
-    }
     let base = common::library_image(Language::Python);
     let project = common::scratch("outputs-environments");
     let (image, mut server) = server_in(base, "environments", &project, "").await;
@@ -402,11 +388,7 @@ async fn descriptions_and_resources_name_the_packages_the_image_has() {
     server.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_image_the_engine_has_is_the_one_used() {
-    if !common::docker_ready() {
-        return;
-    }
     let project = common::scratch("outputs-image-choice");
     let image = TestImage::new("choice", 0);
     // A list: the missing first choice is passed over (not pulled), the tag is used.

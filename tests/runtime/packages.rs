@@ -10,6 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+crate::common::harness::tests! {
+    multi_thread(2) an_allowed_package_installs_once_and_the_rest_is_refused needs common::DOCKER;
+    multi_thread(2) an_allowed_npm_package_installs_once needs common::DOCKER;
+}
+
 /// Removes a package set's volume when dropped, however the test ends: a set asked for
 /// from this test's own index (on a port of its own) is no other run's cache.
 struct SetVolume(String);
@@ -114,11 +119,7 @@ async fn serve_index(wheel: Vec<u8>) -> (u16, Arc<AtomicUsize>) {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowed_package_installs_once_and_the_rest_is_refused() {
-    if !common::docker_ready() {
-        return;
-    }
     let (port, requests) = serve_index(tiny_wheel()).await;
     let base = common::library_image(Language::Python);
     let image = TestImage::of(base, "packages", 0);
@@ -272,11 +273,7 @@ async fn serve_registry() -> (u16, Arc<AtomicUsize>) {
     (port_number, requests)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowed_npm_package_installs_once() {
-    if !common::docker_ready() {
-        return;
-    }
     let (port, requests) = serve_registry().await;
     let base = common::library_image(Language::JavaScript);
     let image = TestImage::of(base, "npm-packages", 0);

@@ -13,6 +13,34 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+crate::common::harness::tests! {
+    multi_thread(2) hello_in_python_and_javascript needs common::DOCKER;
+    multi_thread(2) javascript_runs_as_es_module_or_commonjs_by_its_syntax needs common::DOCKER;
+    multi_thread(2) a_failing_run_keeps_stderr_partial_stdout_and_its_exit_code needs common::DOCKER;
+    multi_thread(2) the_wall_clock_limit_kills_the_run_and_keeps_its_output needs common::DOCKER;
+    multi_thread(2) a_background_child_does_not_hold_the_run_open needs common::DOCKER;
+    multi_thread(2) the_policy_timeout_caps_a_longer_request needs common::DOCKER;
+    multi_thread(2) a_memory_bomb_is_oom_killed needs common::DOCKER;
+    multi_thread(2) a_fork_bomb_is_stopped_by_the_pids_limit needs common::DOCKER;
+    multi_thread(2) an_output_flood_is_truncated_and_the_exit_code_kept needs common::DOCKER;
+    multi_thread(2) output_that_is_not_utf8_is_kept_with_replacement_characters needs common::DOCKER;
+    multi_thread(2) the_container_is_locked_down needs common::DOCKER;
+    multi_thread(2) the_engine_applies_every_limit_the_policy_sets needs common::DOCKER;
+    multi_thread(2) every_run_gets_a_fresh_container_and_its_own_env needs common::DOCKER;
+    multi_thread(2) eight_concurrent_runs_queue_and_all_succeed needs common::DOCKER;
+    multi_thread(2) the_warm_pool_fills_and_refills needs common::DOCKER;
+    multi_thread(2) preloaded_modules_are_imported_before_the_call needs common::DOCKER;
+    multi_thread(2) the_warm_pool_grows_with_demand_up_to_max_concurrent needs common::DOCKER;
+    multi_thread(2) cancelling_kills_the_run needs common::DOCKER;
+    multi_thread(2) a_run_whose_caller_stops_waiting_is_removed needs common::DOCKER;
+    multi_thread(2) a_missing_image_says_how_to_get_one needs common::DOCKER;
+    multi_thread(2) an_image_removed_after_its_check_is_reported_and_checked_again needs common::DOCKER;
+    multi_thread(2) an_unreachable_engine_is_one_clear_error;
+    multi_thread(2) containers_of_a_dead_process_are_removed_at_start needs common::DOCKER;
+    multi_thread(2) a_cancelled_run_keeps_its_slot_until_its_container_is_gone needs common::DOCKER;
+    multi_thread(2) a_run_after_shutdown_is_refused_as_shutting_down needs common::DOCKER;
+}
+
 /// The local-image policy with a small pool (tests make many instances) and `adjust`
 /// applied, for limits a test wants to hit quickly.
 fn policy(adjust: impl FnOnce(&mut Policy)) -> Arc<Policy> {
@@ -63,18 +91,7 @@ async fn finish(sandbox: Sandbox) {
     );
 }
 
-/// Skips (or, with CI=true, fails) when no engine can be had.
-macro_rules! require_docker {
-    () => {
-        if !common::docker_ready() {
-            return;
-        }
-    };
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_in_python_and_javascript() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|_| {}));
     let python = run(&sandbox, Language::Python, "print('hello from', 'python')").await;
     assert_eq!(python.stdout, "hello from python\n");
@@ -94,9 +111,7 @@ async fn hello_in_python_and_javascript() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn javascript_runs_as_es_module_or_commonjs_by_its_syntax() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|_| {}));
     let esm = run(
         &sandbox,
@@ -124,9 +139,7 @@ async fn javascript_runs_as_es_module_or_commonjs_by_its_syntax() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_run_keeps_stderr_partial_stdout_and_its_exit_code() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|_| {}));
     let failed = run(
         &sandbox,
@@ -167,9 +180,7 @@ async fn a_failing_run_keeps_stderr_partial_stdout_and_its_exit_code() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wall_clock_limit_kills_the_run_and_keeps_its_output() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|_| {}));
     let mut slow = request(
         Language::Python,
@@ -188,9 +199,7 @@ async fn the_wall_clock_limit_kills_the_run_and_keeps_its_output() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_child_does_not_hold_the_run_open() {
-    require_docker!();
     // Starting processes allowed (every rule at warn): this is about the runtime, not
     // the policy.
     let sandbox = Sandbox::new(policy(|p| {
@@ -210,9 +219,7 @@ async fn a_background_child_does_not_hold_the_run_open() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_policy_timeout_caps_a_longer_request() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| {
         p.limits.timeout = HumanDuration(Duration::from_millis(1500))
     }));
@@ -226,9 +233,7 @@ async fn the_policy_timeout_caps_a_longer_request() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memory_bomb_is_oom_killed() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| p.limits.memory = ByteSize(64 << 20)));
     let outcome = run(
         &sandbox,
@@ -253,9 +258,7 @@ async fn a_memory_bomb_is_oom_killed() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_is_stopped_by_the_pids_limit() {
-    require_docker!();
     // Forking allowed (every rule at warn, so no kernel floor): the pids limit alone.
     let sandbox = Sandbox::new(policy(|p| {
         p.limits.pids = 24;
@@ -302,9 +305,7 @@ async fn a_fork_bomb_is_stopped_by_the_pids_limit() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_output_flood_is_truncated_and_the_exit_code_kept() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| p.limits.output = ByteSize(64 << 10)));
     let flood = run(
         &sandbox,
@@ -353,9 +354,7 @@ async fn an_output_flood_is_truncated_and_the_exit_code_kept() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_that_is_not_utf8_is_kept_with_replacement_characters() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|_| {}));
     let outcome = run(
         &sandbox,
@@ -368,9 +367,7 @@ async fn output_that_is_not_utf8_is_kept_with_replacement_characters() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_container_is_locked_down() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| p.limits.tmpfs = ByteSize(4 << 20)));
     let outcome = run(
         &sandbox,
@@ -423,9 +420,7 @@ except OSError as e:
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_applies_every_limit_the_policy_sets() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| {
         p.limits.memory = ByteSize(96 << 20);
         p.limits.pids = 40;
@@ -471,9 +466,7 @@ async fn the_engine_applies_every_limit_the_policy_sets() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_run_gets_a_fresh_container_and_its_own_env() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|_| {}));
     let first = run(
         &sandbox,
@@ -492,9 +485,7 @@ async fn every_run_gets_a_fresh_container_and_its_own_env() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_concurrent_runs_queue_and_all_succeed() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| {
         p.pool.size = 2;
         p.pool.max_concurrent = 3;
@@ -522,9 +513,7 @@ async fn eight_concurrent_runs_queue_and_all_succeed() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_warm_pool_fills_and_refills() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| p.pool.size = 2));
     assert_eq!(
         sandbox.warm_containers(Language::Python),
@@ -549,9 +538,7 @@ async fn the_warm_pool_fills_and_refills() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preloaded_modules_are_imported_before_the_call() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| {
         p.pool.preload.python = vec!["decimal".into(), "no_such_module".into()];
         p.pool.preload.javascript = vec!["node:zlib".into()];
@@ -591,9 +578,7 @@ async fn preloaded_modules_are_imported_before_the_call() {
     finish(cold).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_warm_pool_grows_with_demand_up_to_max_concurrent() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| {
         p.pool.size = 1;
         p.pool.max_concurrent = 3;
@@ -630,9 +615,7 @@ async fn the_warm_pool_grows_with_demand_up_to_max_concurrent() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_kills_the_run() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|_| {}));
     let cancel = CancellationToken::new();
     let task = tokio::spawn({
@@ -654,9 +637,7 @@ async fn cancelling_kills_the_run() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_caller_stops_waiting_is_removed() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| p.pool.size = 0));
     let abandoned = tokio::time::timeout(
         Duration::from_secs(3),
@@ -677,9 +658,7 @@ async fn a_run_whose_caller_stops_waiting_is_removed() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_image_says_how_to_get_one() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| {
         p.images.python = vec!["code-sandbox-mcp-test/no-such-image:never".into()]
     }));
@@ -705,9 +684,7 @@ async fn a_missing_image_says_how_to_get_one() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_removed_after_its_check_is_reported_and_checked_again() {
-    require_docker!();
     let tag = format!("code-sandbox-mcp-test/removable:{}", std::process::id());
     let docker = |args: &[&str]| {
         let status = Command::new("docker").args(args).output().unwrap().status;
@@ -746,7 +723,6 @@ async fn an_image_removed_after_its_check_is_reported_and_checked_again() {
     finish(sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_engine_is_one_clear_error() {
     // No Podman socket on this machine (Docker is the engine here); no engine needed.
     let podman_present = ["/run/podman/podman.sock"]
@@ -775,9 +751,7 @@ async fn an_unreachable_engine_is_one_clear_error() {
     sandbox.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn containers_of_a_dead_process_are_removed_at_start() {
-    require_docker!();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .unwrap()
         .trim()
@@ -825,9 +799,7 @@ async fn containers_of_a_dead_process_are_removed_at_start() {
 /// A run cancelled while its container is still being created keeps its concurrency
 /// slot until that creation has ended and the container is gone: with one slot, the
 /// next run's container never exists beside the abandoned one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_run_keeps_its_slot_until_its_container_is_gone() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| {
         p.pool.size = 0;
         p.pool.max_concurrent = 1;
@@ -886,9 +858,7 @@ async fn a_cancelled_run_keeps_its_slot_until_its_container_is_gone() {
 }
 
 /// After shutdown a run is refused with its own error, not one that invites a retry.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_after_shutdown_is_refused_as_shutting_down() {
-    require_docker!();
     let sandbox = Sandbox::new(policy(|p| p.pool.size = 0));
     sandbox.shutdown().await;
     let refused = sandbox

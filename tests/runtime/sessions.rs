@@ -5,6 +5,15 @@ use crate::common;
 use crate::common::mcp_client::{is_error, structured, InProcess, TestImage};
 use serde_json::{json, Value};
 
+crate::common::harness::tests! {
+    multi_thread(2) state_lasts_within_a_session_and_nowhere_else needs common::DOCKER;
+    multi_thread(2) the_check_sees_what_earlier_calls_bound needs common::DOCKER;
+    multi_thread(2) javascript_sessions_keep_imports_and_awaited_values needs common::DOCKER;
+    multi_thread(2) a_timed_out_or_exited_session_ends_and_says_so needs common::DOCKER;
+    multi_thread(2) an_out_of_memory_call_ends_its_session_and_says_so needs common::DOCKER;
+    multi_thread(2) the_policy_sets_whether_sessions_exist_how_many_and_how_long needs common::DOCKER;
+}
+
 async fn python(server: &mut InProcess, session: Option<&str>, code: &str) -> Value {
     let mut arguments = json!({ "code": code });
     if let Some(name) = session {
@@ -42,11 +51,7 @@ fn stdout(result: &Value) -> &str {
     structured(result)["stdout"].as_str().unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_lasts_within_a_session_and_nowhere_else() {
-    if !common::docker_ready() {
-        return;
-    }
     let image = TestImage::new("sessions", 1);
     let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
 
@@ -120,11 +125,7 @@ async fn state_lasts_within_a_session_and_nowhere_else() {
     assert!(left.is_empty(), "disconnect leaves no containers: {left:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_check_sees_what_earlier_calls_bound() {
-    if !common::docker_ready() {
-        return;
-    }
     let (_image, mut server) = server_with("session-check", "").await;
     let bound = python(&mut server, Some("s"), "import os as q\nprint('ok')").await;
     assert!(!is_error(&bound), "{bound}");
@@ -183,11 +184,7 @@ async fn the_check_sees_what_earlier_calls_bound() {
     server.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn javascript_sessions_keep_imports_and_awaited_values() {
-    if !common::docker_ready() {
-        return;
-    }
     let (_image, mut server) = server_with("session-js", "").await;
     let first = javascript(
         &mut server,
@@ -218,11 +215,7 @@ async fn javascript_sessions_keep_imports_and_awaited_values() {
     server.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_or_exited_session_ends_and_says_so() {
-    if !common::docker_ready() {
-        return;
-    }
     let (image, mut server) = server_with("session-end", "").await;
     python(&mut server, Some("t"), "x = 1").await;
     let slow = server
@@ -262,11 +255,7 @@ async fn a_timed_out_or_exited_session_ends_and_says_so() {
     assert!(left.is_empty(), "{left:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_out_of_memory_call_ends_its_session_and_says_so() {
-    if !common::docker_ready() {
-        return;
-    }
     let (image, mut server) = server_with("session-oom", "limits:\n  memory: 64MiB\n").await;
     python(&mut server, Some("m"), "kept = 1").await;
     let hog = python(
@@ -292,11 +281,7 @@ async fn an_out_of_memory_call_ends_its_session_and_says_so() {
     assert!(left.is_empty(), "{left:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_policy_sets_whether_sessions_exist_how_many_and_how_long() {
-    if !common::docker_ready() {
-        return;
-    }
     let (image, mut server) = server_with(
         "session-policy",
         "sessions:\n  max: 1\n  idle_timeout: 1s\n",

@@ -1,5 +1,5 @@
 //! The audit log's file and the schema of its lines: what a line holds is
-//! [`AuditEntry`]; the docs document it as the schema.
+//! [`AuditEntry`]; docs/audit.md documents it as the schema.
 //!
 //! Lines are appended with one write each to a file opened for appending, so lines of
 //! calls made at once (and of several servers sharing a file) never interleave. The
