@@ -6,7 +6,7 @@
 //! the container engine's socket (whoever holds it holds the machine): it is mounted
 //! only when named by an absolute path.
 
-use super::load::{error, PolicyError};
+use super::error::{error, PolicyError};
 use super::schema::{Audit, AuditFile, Export, ExportFile, Mount, MountFile};
 use std::path::{Component, Path, PathBuf};
 

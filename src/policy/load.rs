@@ -5,6 +5,7 @@
 //! nearest parent that has one, else the embedded `default` preset. A file without
 //! `extends` extends `default`, so a project writes only what it changes.
 
+use super::error::{error, PolicyError};
 use super::schema::{Action, Policy, PolicyFile, Rule, RuleFile};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -35,35 +36,6 @@ impl fmt::Display for PolicySource {
             PolicySource::Preset(name) => write!(f, "preset `{name}`"),
             PolicySource::File(path) => write!(f, "{}", path.display()),
         }
-    }
-}
-
-/// A policy that cannot be used, located as precisely as the problem allows.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct PolicyError {
-    /// The file (or `preset NAME`) at fault.
-    pub file: String,
-    pub line: Option<usize>,
-    pub column: Option<usize>,
-    pub message: String,
-    /// The file's other errors, in order, when there are more (one a line when shown).
-    pub more: Vec<PolicyError>,
-}
-
-impl fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-            if let Some(column) = self.column {
-                write!(f, ":{column}")?;
-            }
-        }
-        write!(f, ": {}", self.message)?;
-        for more in &self.more {
-            write!(f, "\n{more}")?;
-        }
-        Ok(())
     }
 }
 
@@ -255,16 +227,6 @@ fn closest_preset(name: &str) -> Option<&'static str> {
         .filter(|(distance, _)| *distance <= 2)
         .min()
         .map(|(_, preset)| preset)
-}
-
-pub(super) fn error(file: &str, line: Option<usize>, message: String) -> PolicyError {
-    PolicyError {
-        file: file.to_string(),
-        line,
-        column: None,
-        message,
-        more: Vec::new(),
-    }
 }
 
 /// Parses YAML into the schema; serde_yaml's errors carry the line, column and key

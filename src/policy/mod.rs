@@ -4,16 +4,19 @@
 pub mod allowlist;
 mod checked;
 mod engine;
+mod error;
 mod glob;
 mod host_paths;
 mod load;
+mod network;
 mod overrides;
 pub mod packages;
 mod schema;
 mod units;
 
 pub use engine::{Finding, InputError, Layer, PolicyEngine, Report};
-pub use load::{PolicyError, PolicySource, PRESETS, PROJECT_FILE, STARTER_POLICY};
+pub use error::PolicyError;
+pub use load::{PolicySource, PRESETS, PROJECT_FILE, STARTER_POLICY};
 pub use schema::{
     Action, Audit, EngineKind, EnvPolicy, Export, Images, Limits, Matcher, Mount, NetworkMode,
     Outputs, Packages, Policy, PoolSettings, Rule, SessionSettings,

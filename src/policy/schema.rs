@@ -4,6 +4,7 @@
 //! project commits one file that says both what code may do and what it may use.
 
 use super::checked;
+pub use super::network::NetworkMode;
 use super::units::{ByteSize, HumanDuration};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -240,49 +241,6 @@ pub enum EngineKind {
     Auto,
     Docker,
     Podman,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NetworkMode {
-    /// No network interface but loopback.
-    None,
-    /// The engine's default bridge: outbound access to wherever the host can reach.
-    Bridge,
-    /// Only these hosts, through the server's egress proxy (`network: { allow: [...] }`).
-    Allow(Vec<super::allowlist::HostRule>),
-}
-
-impl NetworkMode {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            NetworkMode::None => "none",
-            NetworkMode::Bridge => "bridge",
-            NetworkMode::Allow(_) => "allowlist",
-        }
-    }
-
-    /// Whether code may reach `host:port` at all under this mode.
-    pub fn allows(&self, host: &str, port: u16) -> bool {
-        match self {
-            NetworkMode::None => false,
-            NetworkMode::Bridge => true,
-            NetworkMode::Allow(list) => super::allowlist::allows(list, host, port),
-        }
-    }
-}
-
-impl Serialize for NetworkMode {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        match self {
-            NetworkMode::Allow(list) => {
-                let mut map = serializer.serialize_map(Some(1))?;
-                map.serialize_entry("allow", list)?;
-                map.end()
-            }
-            other => serializer.serialize_str(other.as_str()),
-        }
-    }
 }
 
 /// What facts a rule matches, for one language (or for all, under `any_language`).
