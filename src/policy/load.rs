@@ -6,6 +6,7 @@
 //! `extends` extends `default`, so a project writes only what it changes.
 
 use super::error::{error, PolicyError};
+use super::overlay::{self, Origin, Overlay};
 use super::schema::{Action, Policy, PolicyFile, Rule, RuleFile};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -412,153 +413,16 @@ fn merge(
     text: &str,
     dir: Option<&Path>,
     base: Option<Policy>,
-    file: PolicyFile,
+    mut file: PolicyFile,
 ) -> Result<Policy, PolicyError> {
-    let missing = |key: &str| {
-        error(
-            label,
-            None,
-            format!("`{key}` is required in a policy that extends nothing"),
-        )
-    };
-    let limits_file = file.limits.unwrap_or_default();
-    let images_file = file.images.unwrap_or_default();
-    let pool_file = file.pool.unwrap_or_default();
-
     let mut policy = match base {
         Some(base) => base,
-        None => {
-            let limits = super::schema::Limits {
-                timeout: limits_file
-                    .timeout
-                    .ok_or_else(|| missing("limits.timeout"))?,
-                memory: limits_file.memory.ok_or_else(|| missing("limits.memory"))?,
-                cpus: limits_file.cpus.ok_or_else(|| missing("limits.cpus"))?,
-                pids: limits_file.pids.ok_or_else(|| missing("limits.pids"))?,
-                output: limits_file.output.ok_or_else(|| missing("limits.output"))?,
-                code: limits_file.code.ok_or_else(|| missing("limits.code"))?,
-                tmpfs: limits_file.tmpfs.ok_or_else(|| missing("limits.tmpfs"))?,
-            };
-            Policy {
-                name: String::new(),
-                engine: file.engine.ok_or_else(|| missing("engine"))?,
-                runtime: None,
-                limits,
-                network: file.network.clone().ok_or_else(|| missing("network"))?,
-                images: super::schema::Images {
-                    python: images_file
-                        .python
-                        .clone()
-                        .ok_or_else(|| missing("images.python"))?,
-                    javascript: images_file
-                        .javascript
-                        .clone()
-                        .ok_or_else(|| missing("images.javascript"))?,
-                },
-                env: Default::default(),
-                pool: super::schema::PoolSettings {
-                    size: pool_file.size.ok_or_else(|| missing("pool.size"))?,
-                    max_concurrent: pool_file
-                        .max_concurrent
-                        .ok_or_else(|| missing("pool.max_concurrent"))?,
-                    preload: Default::default(),
-                },
-                sessions: Default::default(),
-                outputs: Default::default(),
-                mounts: Vec::new(),
-                audit: None,
-                packages: Default::default(),
-                rules: Vec::new(),
-            }
-        }
+        None => overlay::root(&file, label)?,
     };
+    let rules = file.rules.take().unwrap_or_default();
+    let origin = Origin { label, text, dir };
+    file.overlay(&mut policy, &origin)?;
 
-    if let Some(engine) = file.engine {
-        policy.engine = engine;
-    }
-    if let Some(network) = file.network {
-        policy.network = network;
-    }
-    if let Some(runtime) = file.runtime {
-        policy.runtime = Some(runtime);
-    }
-    let limits = &mut policy.limits;
-    limits.timeout = limits_file.timeout.unwrap_or(limits.timeout);
-    limits.memory = limits_file.memory.unwrap_or(limits.memory);
-    limits.cpus = limits_file.cpus.unwrap_or(limits.cpus);
-    limits.pids = limits_file.pids.unwrap_or(limits.pids);
-    limits.output = limits_file.output.unwrap_or(limits.output);
-    limits.code = limits_file.code.unwrap_or(limits.code);
-    limits.tmpfs = limits_file.tmpfs.unwrap_or(limits.tmpfs);
-    if let Some(python) = images_file.python {
-        policy.images.python = python;
-    }
-    if let Some(javascript) = images_file.javascript {
-        policy.images.javascript = javascript;
-    }
-    if let Some(pass_through) = file.env.and_then(|e| e.pass_through) {
-        policy.env.pass_through = pass_through;
-    }
-    policy.pool.size = pool_file.size.unwrap_or(policy.pool.size);
-    policy.pool.max_concurrent = pool_file
-        .max_concurrent
-        .unwrap_or(policy.pool.max_concurrent);
-    if let Some(preload) = pool_file.preload {
-        if let Some(python) = preload.python {
-            policy.pool.preload.python = python;
-        }
-        if let Some(javascript) = preload.javascript {
-            policy.pool.preload.javascript = javascript;
-        }
-    }
-    if let Some(sessions) = file.sessions {
-        let settings = &mut policy.sessions;
-        settings.allowed = sessions.allowed.unwrap_or(settings.allowed);
-        settings.max = sessions.max.unwrap_or(settings.max);
-        settings.idle_timeout = sessions.idle_timeout.unwrap_or(settings.idle_timeout);
-        settings.max_lifetime = sessions.max_lifetime.unwrap_or(settings.max_lifetime);
-    }
-
-    if let Some(outputs) = file.outputs {
-        let settings = &mut policy.outputs;
-        settings.files = outputs.files.unwrap_or(settings.files);
-        settings.figures = outputs.figures.unwrap_or(settings.figures);
-        settings.max_files = outputs.max_files.unwrap_or(settings.max_files);
-        settings.max_file_size = outputs.max_file_size.unwrap_or(settings.max_file_size);
-        settings.max_total_size = outputs.max_total_size.unwrap_or(settings.max_total_size);
-        settings.inline_text = outputs.inline_text.unwrap_or(settings.inline_text);
-        if let Some(export) = outputs.export {
-            settings.export = Some(super::host_paths::export(label, text, dir, export)?);
-        }
-    }
-    if let Some(packages) = file.packages {
-        let settings = &mut policy.packages;
-        settings.python = packages
-            .python
-            .unwrap_or(std::mem::take(&mut settings.python));
-        settings.javascript = packages
-            .javascript
-            .unwrap_or(std::mem::take(&mut settings.javascript));
-        if let Some(index) = packages.index {
-            if let Some(python) = index.python {
-                settings.python_index = python;
-            }
-            if let Some(javascript) = index.javascript {
-                settings.javascript_registry = javascript;
-            }
-        }
-    }
-    if let Some(audit) = file.audit {
-        policy.audit = Some(super::host_paths::audit(label, text, dir, audit)?);
-    }
-    if let Some(mounts) = file.mounts {
-        policy.mounts = mounts
-            .into_iter()
-            .map(|mount| super::host_paths::mount(label, text, dir, mount))
-            .collect::<Result<_, _>>()?;
-    }
-
-    let rules = file.rules.unwrap_or_default();
     for (index, rule) in rules.iter().enumerate() {
         if rules[..index].iter().any(|earlier| earlier.id == rule.id) {
             let at = rule_id_location(text, index);
@@ -572,7 +436,7 @@ fn merge(
         }
     }
     for (index, rule_file) in rules.into_iter().enumerate() {
-        merge_rule(label, text, &mut policy.rules, rule_file, index)?;
+        merge_rule(&origin, &mut policy.rules, rule_file, index)?;
     }
     check_preload(label, text, &policy)?;
     Ok(policy)
@@ -617,32 +481,14 @@ fn check_preload(label: &str, text: &str, policy: &Policy) -> Result<(), PolicyE
 /// A rule entry either adjusts the inherited rule with its id or adds a new one, which
 /// must then say everything a rule needs.
 fn merge_rule(
-    label: &str,
-    text: &str,
+    origin: &Origin,
     rules: &mut Vec<Rule>,
     entry: RuleFile,
     index: usize,
 ) -> Result<(), PolicyError> {
+    let (label, text) = (origin.label, origin.text);
     if let Some(rule) = rules.iter_mut().find(|r| r.id == entry.id) {
-        if let Some(category) = entry.category {
-            rule.category = category;
-        }
-        if let Some(action) = entry.action {
-            rule.action = action;
-        }
-        if let Some(message) = entry.message {
-            rule.message = message;
-        }
-        if let Some(matcher) = entry.any_language {
-            rule.any_language = matcher;
-        }
-        if let Some(matcher) = entry.python {
-            rule.python = matcher;
-        }
-        if let Some(matcher) = entry.javascript {
-            rule.javascript = matcher;
-        }
-        return Ok(());
+        return entry.overlay(rule, origin);
     }
     let (line, column) = rule_id_location(text, index)
         .map_or((None, None), |at| (Some(at.line()), Some(at.column())));

@@ -9,6 +9,7 @@ mod glob;
 mod host_paths;
 mod load;
 mod network;
+mod overlay;
 mod overrides;
 pub mod packages;
 mod schema;

@@ -3,9 +3,10 @@
 //! while a file is read both use it without depending on each other.
 
 /// How a sandbox may reach the network.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum NetworkMode {
     /// No network interface but loopback.
+    #[default]
     None,
     /// The engine's default bridge: outbound access to wherever the host can reach.
     Bridge,

@@ -234,10 +234,11 @@ impl std::fmt::Display for Action {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// `DOCKER_HOST`, then Docker's socket, then Podman's.
+    #[default]
     Auto,
     Docker,
     Podman,
@@ -348,7 +349,9 @@ impl Packages {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// `Default` is all zeros: not a usable limit, only the start the root preset (which
+/// must give every limit) is laid over.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Limits {
     /// Wall-clock time a run may take before its process and container are killed.
     pub timeout: HumanDuration,
@@ -375,7 +378,9 @@ impl Limits {
 /// The image each language runs in: one name, or a list of choices, of which the
 /// first the engine has is used (when it has none, the last is pulled). The default
 /// policy lists the images `code-sandbox-mcp image build` makes, then the slim ones.
-#[derive(Debug, Clone, Serialize)]
+///
+/// `Default` is no image: only the start the root preset (which must name both) is laid over.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Images {
     pub python: Vec<String>,
     pub javascript: Vec<String>,
@@ -397,7 +402,9 @@ pub struct EnvPolicy {
     pub pass_through: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// `Default` is zero: only the start the root preset (which must give both numbers) is
+/// laid over.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct PoolSettings {
     /// Started containers kept ready per image.
     pub size: usize,
