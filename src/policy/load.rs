@@ -8,6 +8,7 @@
 use super::error::{error, PolicyError};
 use super::overlay::{self, Origin, Overlay};
 use super::schema::{Action, Policy, PolicyFile, Rule, RuleFile};
+use super::shown_name::shown_name;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -81,36 +82,6 @@ impl PolicySource {
         };
         Ok(policy)
     }
-}
-
-/// How a policy file is named in results, tool descriptions and logs: relative to the
-/// working directory (the project) when it is inside it, else by its file name alone.
-/// The absolute host path would go to the model's provider with every result.
-fn shown_name(path: &Path, cwd: &Path) -> String {
-    let path = normalize_dots(path);
-    match path.strip_prefix(cwd) {
-        Ok(relative) if !relative.as_os_str().is_empty() => relative.display().to_string(),
-        _ => path.file_name().map_or_else(
-            || PROJECT_FILE.to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        ),
-    }
-}
-
-/// `a/./b/../c` as `a/c`, without touching the filesystem (links are not followed, so
-/// the name stays the one the user gave).
-fn normalize_dots(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 impl Policy {
@@ -539,18 +510,6 @@ fn merge_rule(
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn a_policy_file_is_named_without_the_host_path() {
-        let project = Path::new("/home/someone/project");
-        let inside = project.join("sub/../.code-sandbox.yaml");
-        assert_eq!(shown_name(&inside, project), ".code-sandbox.yaml");
-        assert_eq!(
-            shown_name(&project.join("policies/p.yaml"), project),
-            "policies/p.yaml"
-        );
-        assert_eq!(shown_name(Path::new("/etc/team/p.yaml"), project), "p.yaml");
-    }
 
     use super::*;
 

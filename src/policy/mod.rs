@@ -13,6 +13,7 @@ mod overlay;
 mod overrides;
 pub mod packages;
 mod schema;
+mod shown_name;
 mod units;
 
 pub use engine::{Finding, InputError, Layer, PolicyEngine, Report};
