@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum PolicyCommand {
-    /// Print the effective policy (after `extends`) as YAML.
+    /// Print the effective policy (after `extends`) as a policy file, every value spelled
+    /// out: `policy validate` accepts it, and it loads to the same policy.
     Show(PolicyArg),
     /// Show what the policy enforces while code runs, per language: the run-time layers
     /// its deny rules turn on (besides the container, which every policy gets).
@@ -47,7 +48,7 @@ fn show(arg: &PolicyArg) -> ExitCode {
         Ok(policy) => policy,
         Err(code) => return code,
     };
-    let yaml = serde_yaml::to_string(&policy).expect("a policy serializes");
+    let yaml = crate::policy::to_file_yaml(&policy);
     print!("# effective policy: {}\n{yaml}", policy.name);
     ExitCode::SUCCESS
 }

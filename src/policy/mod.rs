@@ -2,6 +2,7 @@
 //! merge, and the engine that turns facts into findings.
 
 pub mod allowlist;
+mod as_file;
 mod checked;
 mod engine;
 mod error;
@@ -16,6 +17,7 @@ mod schema;
 mod shown_name;
 mod units;
 
+pub use as_file::to_file_yaml;
 pub use engine::{Finding, InputError, Layer, PolicyEngine, Report};
 pub use error::PolicyError;
 pub use load::{PolicySource, PRESETS, PROJECT_FILE, STARTER_POLICY};
