@@ -44,3 +44,39 @@ pub fn error(file: &str, line: Option<usize>, message: String) -> PolicyError {
         more: Vec::new(),
     }
 }
+
+impl PolicyError {
+    /// Every error of `errors` (their own `more` included) as one: the first in file
+    /// order, line and column, with the rest in `more`, in that order. `Ok` when there
+    /// are none.
+    pub fn gather(errors: Vec<PolicyError>) -> Result<(), PolicyError> {
+        let mut flat = Vec::new();
+        for mut error in errors {
+            let more = std::mem::take(&mut error.more);
+            flat.push(error);
+            flat.extend(more);
+        }
+        let mut files: Vec<String> = Vec::new();
+        for error in &flat {
+            if !files.contains(&error.file) {
+                files.push(error.file.clone());
+            }
+        }
+        flat.sort_by_key(|error| {
+            (
+                files.iter().position(|file| *file == error.file),
+                error.line.unwrap_or(usize::MAX),
+                error.column.unwrap_or(0),
+            )
+        });
+        flat.dedup();
+        let mut flat = flat.into_iter();
+        match flat.next() {
+            None => Ok(()),
+            Some(mut first) => {
+                first.more = flat.collect();
+                Err(first)
+            }
+        }
+    }
+}

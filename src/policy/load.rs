@@ -143,7 +143,14 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
             error(&label, None, format!("cannot read policy file: {e}{hint}"))
         })?,
     };
-    let file = parse(&label, &text)?;
+    let Parsed {
+        file,
+        mut errors,
+        text,
+    } = parse(&label, &text);
+    let Some(file) = file else {
+        return Err(all(errors));
+    };
 
     let base = match (&file.extends, source) {
         (Some(parent), _) => Some(parent_source(parent, source)),
@@ -151,13 +158,33 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
         (None, _) => Some(PolicySource::Preset("default".into())),
     };
     chain.push(source.clone());
-    let base = base.map(|parent| resolve(&parent, chain)).transpose()?;
+    let base = base.map(|parent| resolve(&parent, chain)).transpose();
     chain.pop();
+    let base = match base {
+        Ok(base) => base,
+        Err(error) => {
+            errors.push(error);
+            return Err(all(errors));
+        }
+    };
     let dir = match source {
         PolicySource::File(path) => Some(path.parent().unwrap_or(Path::new(".")).to_path_buf()),
         PolicySource::Preset(_) => None,
     };
-    merge(&label, &text, dir.as_deref(), base, file)
+    // The file's other errors are looked for even when it had some already.
+    match merge(&label, &text, dir.as_deref(), base, file) {
+        Ok(policy) if errors.is_empty() => Ok(policy),
+        Ok(_) => Err(all(errors)),
+        Err(error) => {
+            errors.push(error);
+            Err(all(errors))
+        }
+    }
+}
+
+/// Errors found so far (at least one) as one error.
+fn all(errors: Vec<PolicyError>) -> PolicyError {
+    PolicyError::gather(errors).expect_err("there is an error to report")
 }
 
 /// How errors name a source: as results do, never by the absolute host path, which a
@@ -208,19 +235,28 @@ fn closest_preset(name: &str) -> Option<&'static str> {
 /// so the line at fault (with the lines nested under it) is blanked and the file read
 /// again, until it reads or an error has no line to blank. A person fixing the file,
 /// or an agent told what is wrong with it, gets the whole list at once.
-fn parse(label: &str, text: &str) -> Result<PolicyFile, PolicyError> {
+fn parse(label: &str, text: &str) -> Parsed {
     /// More than any hand-written file has; a bound on the re-reads.
     const MOST_ERRORS: usize = 20;
     if text.trim().is_empty() {
-        return Ok(PolicyFile::default());
+        return Parsed {
+            file: Some(PolicyFile::default()),
+            errors: Vec::new(),
+            text: text.to_string(),
+        };
     }
     let mut errors: Vec<PolicyError> = Vec::new();
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let mut current = text.to_string();
     loop {
         let error = match serde_yaml::from_str::<PolicyFile>(&current) {
-            Ok(file) if errors.is_empty() => return Ok(file),
-            Ok(_) => break,
+            Ok(file) => {
+                return Parsed {
+                    file: Some(file),
+                    errors,
+                    text: current,
+                }
+            }
             Err(error) => parse_error(label, &error),
         };
         let line = error.line;
@@ -238,9 +274,22 @@ fn parse(label: &str, text: &str) -> Result<PolicyFile, PolicyError> {
             _ => break,
         }
     }
-    let mut first = errors.remove(0);
-    first.more = errors;
-    Err(first)
+    Parsed {
+        file: None,
+        errors,
+        text: current,
+    }
+}
+
+/// What reading one file gave.
+struct Parsed {
+    /// The file as far as it reads: with the entries at fault blanked when there are
+    /// errors; `None` when even that does not read.
+    file: Option<PolicyFile>,
+    errors: Vec<PolicyError>,
+    /// The text `file` was read from (the same lines as the file's, some blanked), where
+    /// later errors are located.
+    text: String,
 }
 
 fn parse_error(label: &str, e: &serde_yaml::Error) -> PolicyError {
@@ -379,6 +428,8 @@ fn rule_id_location(text: &str, index: usize) -> Option<serde_yaml::Location> {
 }
 
 /// Lays a file over the policy it extends (or, for the root preset, over nothing).
+/// Every key, rule and preload is looked at even after one fails, so that all of the
+/// file's errors are reported together.
 fn merge(
     label: &str,
     text: &str,
@@ -392,31 +443,38 @@ fn merge(
     };
     let rules = file.rules.take().unwrap_or_default();
     let origin = Origin { label, text, dir };
-    file.overlay(&mut policy, &origin)?;
-
-    for (index, rule) in rules.iter().enumerate() {
-        if rules[..index].iter().any(|earlier| earlier.id == rule.id) {
+    let mut errors = Vec::new();
+    if let Err(error) = file.overlay(&mut policy, &origin) {
+        errors.push(error);
+    }
+    for (index, rule_file) in rules.iter().enumerate() {
+        if rules[..index]
+            .iter()
+            .any(|earlier| earlier.id == rule_file.id)
+        {
             let at = rule_id_location(text, index);
-            return Err(PolicyError {
+            errors.push(PolicyError {
                 file: label.to_string(),
                 line: at.as_ref().map(|at| at.line()),
                 column: at.as_ref().map(|at| at.column()),
-                message: format!("rules[{index}].id: rule `{}` is listed twice", rule.id),
+                message: format!("rules[{index}].id: rule `{}` is listed twice", rule_file.id),
                 more: Vec::new(),
             });
+        } else if let Err(error) = merge_rule(&origin, &mut policy.rules, rule_file.clone(), index)
+        {
+            errors.push(error);
         }
     }
-    for (index, rule_file) in rules.into_iter().enumerate() {
-        merge_rule(&origin, &mut policy.rules, rule_file, index)?;
-    }
-    check_preload(label, text, &policy)?;
+    errors.extend(check_preload(label, text, &policy));
+    PolicyError::gather(errors)?;
     Ok(policy)
 }
 
 /// A preloaded module is imported before the snippet, so before its audit hook could
 /// judge who asked: one that a deny rule names would be handed to every snippet.
-fn check_preload(label: &str, text: &str, policy: &Policy) -> Result<(), PolicyError> {
+fn check_preload(label: &str, text: &str, policy: &Policy) -> Vec<PolicyError> {
     use crate::analysis::Language;
+    let mut errors = Vec::new();
     for language in Language::ALL {
         for module in policy.pool.preload.for_language(language) {
             let denied = policy.rules.iter().find(|rule| {
@@ -433,7 +491,7 @@ fn check_preload(label: &str, text: &str, policy: &Policy) -> Result<(), PolicyE
                     .skip_while(|(_, line)| !line.contains("preload"))
                     .find(|(_, line)| line.contains(module.as_str()))
                     .map(|(index, _)| index + 1);
-                return Err(error(
+                errors.push(error(
                     label,
                     line,
                     format!(
@@ -446,7 +504,7 @@ fn check_preload(label: &str, text: &str, policy: &Policy) -> Result<(), PolicyE
             }
         }
     }
-    Ok(())
+    errors
 }
 
 /// A rule entry either adjusts the inherited rule with its id or adds a new one, which

@@ -79,9 +79,18 @@ macro_rules! sections {
         }
     )*) => {$(
         impl Overlay<$target> for $file {
+            /// Every key is laid over even when an earlier one fails, so that the
+            /// file's errors come together.
             fn overlay(self, onto: &mut $target, origin: &Origin) -> Result<(), PolicyError> {
-                $( Overlay::overlay(self.$key, sections!(@field onto $key $($into)?), origin)?; )*
-                Ok(())
+                let mut errors = Vec::new();
+                $(
+                    if let Err(error) =
+                        Overlay::overlay(self.$key, sections!(@field onto $key $($into)?), origin)
+                    {
+                        errors.push(error);
+                    }
+                )*
+                PolicyError::gather(errors)
             }
         }
 
@@ -212,15 +221,18 @@ impl Overlay<Option<Audit>> for Option<AuditFile> {
 }
 
 /// `mounts:` replaces the inherited list whole; each source is resolved against the
-/// file that names it.
+/// file that names it (all of them, so that every bad one is reported).
 impl Overlay<Vec<Mount>> for Option<Vec<MountFile>> {
     fn overlay(self, onto: &mut Vec<Mount>, origin: &Origin) -> Result<(), PolicyError> {
-        if let Some(mounts) = self {
-            *onto = mounts
-                .into_iter()
-                .map(|mount| host_paths::mount(origin.label, origin.text, origin.dir, mount))
-                .collect::<Result<_, _>>()?;
-        }
+        let Some(mounts) = self else {
+            return Ok(());
+        };
+        let (mounts, errors): (Vec<_>, Vec<_>) = mounts
+            .into_iter()
+            .map(|mount| host_paths::mount(origin.label, origin.text, origin.dir, mount))
+            .partition(Result::is_ok);
+        PolicyError::gather(errors.into_iter().filter_map(Result::err).collect())?;
+        *onto = mounts.into_iter().filter_map(Result::ok).collect();
         Ok(())
     }
 }
