@@ -9,5 +9,6 @@ mod common;
 mod check;
 mod dependencies;
 mod image;
+mod policy_cmd;
 mod policy_files;
 mod run;
