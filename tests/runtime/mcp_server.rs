@@ -146,6 +146,29 @@ async fn check_code_reports_findings_without_running_anything() {
     server.close().await;
 }
 
+/// `# noqa` comments are the linter's (`check`): an agent's code cannot switch a rule
+/// off by writing one, whether it is checked or run.
+#[tokio::test]
+async fn noqa_comments_suppress_nothing_for_an_agent() {
+    let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
+    let code = "import os  # noqa: process-exec\nos.system('id')  # noqa: process-exec\n";
+    let result = server
+        .client
+        .call_tool("check_code", json!({"code": code, "language": "python"}))
+        .await;
+    let check = structured(&result);
+    assert_eq!(check["allowed"], false, "{result}");
+    assert_eq!(check["findings"][0]["rule"], "process-exec", "{result}");
+    let result = server
+        .client
+        .call_tool("run_python_code", json!({"code": code}))
+        .await;
+    let run = structured(&result);
+    assert_eq!(run["status"], "denied", "{result}");
+    assert_eq!(run["findings"][0]["rule"], "process-exec", "{result}");
+    server.close().await;
+}
+
 #[tokio::test]
 async fn a_denial_runs_nothing_and_names_rule_line_and_column() {
     let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
