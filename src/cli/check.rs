@@ -3,8 +3,8 @@
 //! Files and directories (recursing into `.py`, `.js`, `.mjs`, `.cjs`), or `-` for
 //! standard input with `--language`. Every file is read once, refused with a reason if
 //! it is too large or not UTF-8, and checked against the same policy the server uses.
-//! As a linter, and only here, it honours `# noqa: RULE-ID` comments ([`super::suppress`])
-//! and `--exclude GLOB` ([`super::exclude`]).
+//! As a linter, and only here, it honours `# noqa: RULE-ID` comments (`suppress.rs`)
+//! and `--exclude GLOB` (`exclude.rs`).
 
 use super::exclude::Excludes;
 use super::format::{self, Format, Located};

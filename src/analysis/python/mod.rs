@@ -9,7 +9,7 @@
 //!   [`fold`] (constant strings), [`dynamic`] (getattr, `__import__`, introspection),
 //!   [`loading`] (the import path, module files written), [`modes`] (calls an argument
 //!   makes unsafe) and [`paths`] (filesystem calls).
-//! - [`fstring`]: a syntax error from a Python 3.12 f-string gets a hint.
+//! - `fstring`: a syntax error from a Python 3.12 f-string gets a hint.
 
 mod depth;
 mod dynamic;
