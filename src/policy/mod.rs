@@ -13,6 +13,7 @@ mod network;
 mod overlay;
 mod overrides;
 pub mod packages;
+pub mod reference;
 mod schema;
 mod shown_name;
 mod units;

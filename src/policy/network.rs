@@ -46,3 +46,25 @@ impl serde::Serialize for NetworkMode {
         }
     }
 }
+
+/// For the policy reference.
+impl schemars::JsonSchema for NetworkMode {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NetworkMode".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "oneOf": [
+                { "enum": ["none", "bridge"] },
+                {
+                    "type": "object",
+                    "properties": { "allow": { "type": "array", "items": { "type": "string" } } },
+                },
+            ],
+            "x-type": "`none` | `bridge` | `{ allow: [hosts] }`",
+        })
+    }
+}

@@ -159,6 +159,37 @@ macro_rules! text_serde {
 text_serde!(ByteSize, "a size such as `512MiB`");
 text_serde!(HumanDuration, "a duration such as `30s`");
 
+/// For the policy reference: a size or a duration is a string with a unit.
+impl schemars::JsonSchema for ByteSize {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ByteSize".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "x-type": "size (`512MiB`)",
+        })
+    }
+}
+
+impl schemars::JsonSchema for HumanDuration {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "HumanDuration".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "x-type": "duration (`30s`)",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
