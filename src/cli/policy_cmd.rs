@@ -1,4 +1,5 @@
-//! `policy show|layers|validate|init`: look at, check and start policy files.
+//! `policy show|layers|validate|reference|init`: look at, check, look up and start
+//! policy files.
 
 use super::{PolicyArg, EXIT_USAGE};
 use crate::analysis::{Language, SourceKind};
@@ -26,6 +27,8 @@ pub enum PolicyCommand {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
+    /// Print the reference of every policy key (Markdown), made from the schema.
+    Reference,
     /// Write a commented starter `.code-sandbox.yaml` in the current directory.
     Init {
         /// Overwrite an existing file.
@@ -39,6 +42,10 @@ pub fn main(command: PolicyCommand) -> ExitCode {
         PolicyCommand::Show(arg) => show(&arg),
         PolicyCommand::Layers { policy, settings } => layers(&policy, settings),
         PolicyCommand::Validate { files } => validate(&files),
+        PolicyCommand::Reference => {
+            print!("{}", crate::policy::reference::markdown());
+            ExitCode::SUCCESS
+        }
         PolicyCommand::Init { force } => init(force),
     }
 }
