@@ -172,7 +172,8 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
         PolicySource::Preset(_) => None,
     };
     // The file's other errors are looked for even when it had some already.
-    match merge(&label, &text, dir.as_deref(), base, file) {
+    let faulty_lines: Vec<usize> = errors.iter().filter_map(|error| error.line).collect();
+    match merge(&label, &text, dir.as_deref(), base, file, &faulty_lines) {
         Ok(policy) if errors.is_empty() => Ok(policy),
         Ok(_) => Err(all(errors)),
         Err(error) => {
@@ -321,10 +322,20 @@ fn blank_entry(lines: &mut [String], line: usize) -> bool {
         return false;
     }
     let indent = |text: &str| text.len() - text.trim_start_matches([' ', '-']).len();
-    let own = indent(&lines[at]);
+    let spaces = |text: &str| text.len() - text.trim_start_matches(' ').len();
+    // A list item (`- id: x`) goes whole: its other keys are indented past the dash,
+    // and the next item starts at the dash's own column. Leaving them would make the
+    // rest of the item an error of its own.
+    let item = lines[at].trim_start().starts_with("- ");
+    let own = if item {
+        spaces(&lines[at])
+    } else {
+        indent(&lines[at])
+    };
     lines[at].clear();
     for next in lines[at + 1..].iter_mut() {
-        if !next.trim().is_empty() && indent(next) <= own {
+        let depth = if item { spaces(next) } else { indent(next) };
+        if !next.trim().is_empty() && depth <= own {
             break;
         }
         next.clear();
@@ -430,12 +441,16 @@ fn rule_id_location(text: &str, index: usize) -> Option<serde_yaml::Location> {
 /// Lays a file over the policy it extends (or, for the root preset, over nothing).
 /// Every key, rule and preload is looked at even after one fails, so that all of the
 /// file's errors are reported together.
+///
+/// `faulty_lines` are the lines of errors found while the file was read (blanked in
+/// `text`).
 fn merge(
     label: &str,
     text: &str,
     dir: Option<&Path>,
     base: Option<Policy>,
     mut file: PolicyFile,
+    faulty_lines: &[usize],
 ) -> Result<Policy, PolicyError> {
     let mut policy = match base {
         Some(base) => base,
@@ -448,6 +463,13 @@ fn merge(
         errors.push(error);
     }
     for (index, rule_file) in rules.iter().enumerate() {
+        // An entry that had a key blanked for an error of its own would only be
+        // reported again, as incomplete: leave it out.
+        let entry = rule_id_location(text, index).map(|at| at.line());
+        let next = rule_id_location(text, index + 1).map_or(usize::MAX, |at| at.line());
+        if entry.is_some_and(|entry| faulty_lines.iter().any(|&l| l >= entry && l < next)) {
+            continue;
+        }
         if rules[..index]
             .iter()
             .any(|earlier| earlier.id == rule_file.id)

@@ -150,6 +150,38 @@ fn validate_reports_every_error_of_a_file_at_once() {
     }
 }
 
+/// An error inside a rule is reported once: not again as the rule being incomplete,
+/// and a bad list item does not leave its other keys behind as an error of their own.
+#[test]
+fn an_error_inside_a_rule_is_reported_once() {
+    let dir = scratch("validate-rule-once");
+    std::fs::write(
+        dir.join("r.yaml"),
+        "rules:\n  - id: mine\n    category: [1]\n    message: m\n    python: { modules: [x] }\n",
+    )
+    .unwrap();
+    let out = run_in(&dir, &["policy", "validate", "r.yaml"]);
+    assert_eq!(
+        text(&out.stderr),
+        "error: r.yaml:3:15: rules[0].category: invalid type: sequence, expected a string\n"
+    );
+    std::fs::write(
+        dir.join("r2.yaml"),
+        "rules:\n  - id: Bad\n    action: off\n  - id: network\n    acton: off\n",
+    )
+    .unwrap();
+    let out = run_in(&dir, &["policy", "validate", "r2.yaml"]);
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].starts_with("error: r2.yaml:2:9: rules[0].id: rule id `Bad`"),
+        "{stderr}"
+    );
+    assert!(lines[1].starts_with("error: r2.yaml:5:5:"), "{stderr}");
+    assert!(lines[1].contains("did you mean `action`"), "{stderr}");
+}
+
 /// A relative audit, export or mount path that does not exist yet, in a policy named
 /// by a bare file name, once made validate spin forever. The binary gets a deadline.
 #[test]
