@@ -16,6 +16,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "A finding on one line is suppressed by a comment at its end that \
+names the rule: `# noqa: process-exec` (Python), `// noqa: network` (JavaScript), several \
+ids separated by commas. A bare `# noqa` suppresses nothing. Only `check` reads these \
+comments: the server and `run` judge by the policy alone."
+)]
 pub struct CheckArgs {
     /// Files or directories to check; `-` reads standard input (needs --language).
     #[arg(required = true, value_name = "PATH")]
