@@ -9,6 +9,7 @@
 pub mod javascript;
 mod language;
 mod lines;
+pub mod noqa;
 pub mod python;
 pub mod urls;
 

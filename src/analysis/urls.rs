@@ -14,11 +14,36 @@ pub fn host_and_port(text: &str) -> Option<(String, u16)> {
     };
     let authority = rest.split(['/', '?', '#']).next()?;
     let authority = authority.rsplit('@').next()?;
-    let (host, port) = crate::policy::allowlist::split_port(authority).ok()?;
+    let (host, port) = split_port(authority).ok()?;
     if host.is_empty() || host.contains(char::is_whitespace) {
         return None;
     }
     Some((host.to_ascii_lowercase(), port.unwrap_or(default)))
+}
+
+/// `host[:port]`, `[v6]`, `[v6]:port`, or a bare v6 address (no port).
+pub fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
+    let port = |p: &str| {
+        p.parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("`{p}` is not a port"))
+    };
+    if let Some(rest) = text.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or("an unclosed `[`")?;
+        return match after.strip_prefix(':') {
+            Some(p) => Ok((host, Some(port(p)?))),
+            None if after.is_empty() => Ok((host, None)),
+            None => Err(format!("unexpected `{after}` after `]`")),
+        };
+    }
+    if text.matches(':').count() > 1 {
+        return Ok((text, None));
+    }
+    match text.split_once(':') {
+        Some((host, p)) => Ok((host, Some(port(p)?))),
+        None => Ok((text, None)),
+    }
 }
 
 #[cfg(test)]

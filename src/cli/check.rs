@@ -3,7 +3,10 @@
 //! Files and directories (recursing into `.py`, `.js`, `.mjs`, `.cjs`), or `-` for
 //! standard input with `--language`. Every file is read once, refused with a reason if
 //! it is too large or not UTF-8, and checked against the same policy the server uses.
+//! As a linter, and only here, it honours `# noqa: RULE-ID` comments (`suppress.rs`)
+//! and `--exclude GLOB` (`exclude.rs`).
 
+use super::exclude::Excludes;
 use super::format::{self, Format, Located};
 use super::{display_path, PolicyArg, EXIT_USAGE};
 use crate::analysis::Language;
@@ -13,6 +16,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "A finding on one line is suppressed by a comment at its end that \
+names the rule: `# noqa: process-exec` (Python), `// noqa: network` (JavaScript), several \
+ids separated by commas. A bare `# noqa` suppresses nothing. Only `check` reads these \
+comments: the server and `run` judge by the policy alone."
+)]
 pub struct CheckArgs {
     /// Files or directories to check; `-` reads standard input (needs --language).
     #[arg(required = true, value_name = "PATH")]
@@ -23,6 +32,10 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Leave out files and folders matching GLOB (repeatable): a name anywhere
+    /// (`tests`, `*_pb2.py`) or, with a `/`, a path from here (`vendor/**/*.js`).
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
     #[command(flatten)]
     pub policy: PolicyArg,
 }
@@ -37,6 +50,10 @@ pub struct CheckRun {
     /// Inputs that could not be checked, with the reason.
     pub errors: Vec<(String, String)>,
     pub files_checked: usize,
+    /// Findings left out by a `noqa` comment naming their rule.
+    pub suppressed: usize,
+    /// What the user should know about their `noqa` comments (`file:line:col: text`).
+    pub notes: Vec<String>,
 }
 
 impl CheckRun {
@@ -58,9 +75,13 @@ pub fn main(args: CheckArgs) -> ExitCode {
         Err(code) => return code,
     };
     let engine = PolicyEngine::new(policy);
-    let run = check_paths(&engine, &args.paths, args.language);
+    let excludes = Excludes::new(&args.exclude);
+    let run = check_paths(&engine, &args.paths, args.language, &excludes);
     for (path, reason) in &run.errors {
         eprintln!("error: {path}: {reason}");
+    }
+    for note in &run.notes {
+        eprintln!("note: {note}");
     }
     print!("{}", format::render(args.format, &run.findings));
     if args.format == Format::Text {
@@ -69,18 +90,38 @@ pub fn main(args: CheckArgs) -> ExitCode {
     ExitCode::from(run.exit_code())
 }
 
+/// `3 findings in 2 files (5 files checked): 2 denied, 1 warning`.
 fn summary(run: &CheckRun) -> String {
+    let plural =
+        |count: usize, word: &str| format!("{count} {word}{}", if count == 1 { "" } else { "s" });
+    let mut checked = plural(run.files_checked, "file") + " checked";
+    if run.suppressed > 0 {
+        checked.push_str(&format!(", {} suppressed by noqa", run.suppressed));
+    }
+    if run.findings.is_empty() {
+        return format!("no findings ({checked})");
+    }
+    let mut files: Vec<&str> = run.findings.iter().map(|f| f.file.as_str()).collect();
+    files.sort_unstable();
+    files.dedup();
     let denied = run
         .findings
         .iter()
         .filter(|f| f.finding.action.blocks())
         .count();
     let warned = run.findings.len() - denied;
+    let mut kinds = Vec::new();
+    if denied > 0 {
+        kinds.push(format!("{denied} denied"));
+    }
+    if warned > 0 {
+        kinds.push(plural(warned, "warning"));
+    }
     format!(
-        "{} file{} checked: {denied} denied, {warned} warning{}",
-        run.files_checked,
-        if run.files_checked == 1 { "" } else { "s" },
-        if warned == 1 { "" } else { "s" }
+        "{} in {} ({checked}): {}",
+        plural(run.findings.len(), "finding"),
+        plural(files.len(), "file"),
+        kinds.join(", ")
     )
 }
 
@@ -89,6 +130,7 @@ pub fn check_paths(
     engine: &PolicyEngine,
     paths: &[PathBuf],
     language: Option<Language>,
+    excludes: &Excludes,
 ) -> CheckRun {
     let mut run = CheckRun::default();
     for path in paths {
@@ -105,9 +147,11 @@ pub fn check_paths(
                     .errors
                     .push(("-".into(), format!("cannot read standard input: {e}"))),
             }
+        } else if excludes.excludes(path) {
+            continue;
         } else if path.is_dir() {
             let mut files = Vec::new();
-            collect_sources(path, &mut files, &mut run.errors);
+            collect_sources(path, excludes, &mut files, &mut run.errors);
             files.sort();
             for file in files {
                 check_file(engine, &file, Language::from_path(&file), &mut run);
@@ -168,8 +212,25 @@ fn check_one(
     match engine.check_bytes(language, bytes) {
         Ok(report) => {
             run.files_checked += 1;
+            let mut findings = report.findings;
+            // `check_bytes` read the bytes as UTF-8 already; comments matter only
+            // where there is something to suppress.
+            if let (false, Ok(source)) = (findings.is_empty(), std::str::from_utf8(bytes)) {
+                let rule_ids: Vec<&str> = engine
+                    .policy()
+                    .rules
+                    .iter()
+                    .map(|r| r.id.as_str())
+                    .collect();
+                let directives = crate::analysis::noqa::directives(language, source);
+                let applied = super::suppress::apply(findings, &directives, &rule_ids);
+                findings = applied.kept;
+                run.suppressed += applied.suppressed;
+                run.notes
+                    .extend(applied.notes.iter().map(|note| format!("{name}:{note}")));
+            }
             run.findings
-                .extend(report.findings.into_iter().map(|finding| Located {
+                .extend(findings.into_iter().map(|finding| Located {
                     file: name.to_string(),
                     finding,
                 }));
@@ -178,8 +239,13 @@ fn check_one(
     }
 }
 
-/// Source files below `dir`, skipping hidden and dependency directories.
-fn collect_sources(dir: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<(String, String)>) {
+/// Source files below `dir`, skipping hidden, dependency and excluded directories.
+fn collect_sources(
+    dir: &Path,
+    excludes: &Excludes,
+    files: &mut Vec<PathBuf>,
+    errors: &mut Vec<(String, String)>,
+) {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => {
@@ -194,9 +260,12 @@ fn collect_sources(dir: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<(Strin
         let Ok(kind) = entry.file_type() else {
             continue;
         };
+        if excludes.excludes(&path) {
+            continue;
+        }
         if kind.is_dir() {
             if !name.starts_with('.') && !SKIPPED_DIRS.contains(&name.as_ref()) {
-                collect_sources(&path, files, errors);
+                collect_sources(&path, excludes, files, errors);
             }
         } else if kind.is_file() && Language::from_path(&path).is_some() {
             files.push(path);

@@ -1,5 +1,6 @@
 //! `run --format text` prints the program's output as it comes, the way a terminal user
-//! expects, escaped like the rest of its text. The live view is best effort: if it
+//! expects, escaped like the rest of its text ([`escape_controls`], which `run` also
+//! uses for the output it prints afterwards). The live view is best effort: if it
 //! missed anything (the terminal could not keep up, or the output passed the policy's
 //! cap), `run` says so afterwards and prints the output the sandbox kept.
 
@@ -69,11 +70,30 @@ fn print(stream: Stream, text: &str) {
     if text.is_empty() {
         return;
     }
-    let escaped = super::run::escape_controls(text);
+    let escaped = escape_controls(text);
     let _ = match stream {
         Stream::Stdout => write_flushed(&mut std::io::stdout().lock(), &escaped),
         Stream::Stderr => write_flushed(&mut std::io::stderr().lock(), &escaped),
     };
+}
+
+/// The sandboxed program's text with terminal control sequences made visible: an
+/// untrusted program must not move the cursor, retitle the window or hide lines in the
+/// terminal of the person running it. Newlines and tabs stay as they are.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let is_control = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_control(c) {
+            escaped.push_str(&format!("\\x{{{:02x}}}", c as u32));
+        } else {
+            escaped.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
 }
 
 fn write_flushed(out: &mut impl Write, text: &str) -> std::io::Result<()> {
@@ -98,7 +118,16 @@ fn take_complete_utf8(pending: &mut Vec<u8>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::take_complete_utf8;
+    use super::{escape_controls, take_complete_utf8};
+
+    #[test]
+    fn terminal_controls_are_shown_not_obeyed() {
+        assert_eq!(escape_controls("plain\tline\n"), "plain\tline\n");
+        assert_eq!(
+            escape_controls("\u{1b}[2Jgone\r\u{9b}31m\u{7}"),
+            "\\x{1b}[2Jgone\\x{0d}\\x{9b}31m\\x{07}"
+        );
+    }
 
     #[test]
     fn a_character_split_over_chunks_waits_for_its_second_half() {

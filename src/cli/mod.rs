@@ -6,12 +6,14 @@
 
 pub mod check;
 mod cleanup;
+mod exclude;
 pub mod format;
 mod image_cmd;
 mod live;
 mod policy_cmd;
 mod run;
 mod serve;
+mod suppress;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

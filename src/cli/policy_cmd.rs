@@ -1,4 +1,5 @@
-//! `policy show|layers|validate|init`: look at, check and start policy files.
+//! `policy show|layers|validate|reference|init`: look at, check, look up and start
+//! policy files.
 
 use super::{PolicyArg, EXIT_USAGE};
 use crate::analysis::Language;
@@ -10,7 +11,8 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum PolicyCommand {
-    /// Print the effective policy (after `extends`) as YAML.
+    /// Print the effective policy (after `extends`) as a policy file, every value spelled
+    /// out: `policy validate` accepts it, and it loads to the same policy.
     Show(PolicyArg),
     /// Show what the policy enforces while code runs, per language: the run-time layers
     /// its deny rules turn on (besides the container, which every policy gets).
@@ -26,6 +28,8 @@ pub enum PolicyCommand {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
+    /// Print the reference of every policy key (Markdown), made from the schema.
+    Reference,
     /// Write a commented starter `.code-sandbox.yaml` in the current directory.
     Init {
         /// Overwrite an existing file.
@@ -39,6 +43,10 @@ pub fn main(command: PolicyCommand) -> ExitCode {
         PolicyCommand::Show(arg) => show(&arg),
         PolicyCommand::Layers { policy, settings } => layers(&policy, settings),
         PolicyCommand::Validate { files } => validate(&files),
+        PolicyCommand::Reference => {
+            print!("{}", crate::policy::reference::markdown());
+            ExitCode::SUCCESS
+        }
         PolicyCommand::Init { force } => init(force),
     }
 }
@@ -48,7 +56,7 @@ fn show(arg: &PolicyArg) -> ExitCode {
         Ok(policy) => policy,
         Err(code) => return code,
     };
-    let yaml = serde_yaml::to_string(&policy).expect("a policy serializes");
+    let yaml = crate::policy::to_file_yaml(&policy);
     print!("# effective policy: {}\n{yaml}", policy.name);
     ExitCode::SUCCESS
 }

@@ -12,7 +12,7 @@
 //! not UTF-8, unknown language, bad policy), 125 the container engine could not run it
 //! (the code `docker run` uses for the same), 130/143 interrupted by SIGINT/SIGTERM.
 
-use super::live::{LiveView, Shown};
+use super::live::{escape_controls, LiveView, Shown};
 use super::{display_path, PolicyArg, EXIT_USAGE};
 use crate::analysis::Language;
 use crate::policy::{EngineKind, Finding, InputError};
@@ -349,25 +349,6 @@ fn report_outcome(
     ExitCode::from(exit_status(outcome.exit_code))
 }
 
-/// The sandboxed program's text with terminal control sequences made visible: an
-/// untrusted program must not move the cursor, retitle the window or hide lines in the
-/// terminal of the person running it. Newlines and tabs stay as they are.
-pub(super) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    let is_control = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.chars().any(is_control) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut escaped = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if is_control(c) {
-            escaped.push_str(&format!("\\x{{{:02x}}}", c as u32));
-        } else {
-            escaped.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(escaped)
-}
-
 /// A process exit status from the snippet's exit code (which the engine reports as a
 /// wider integer; a shell would show -1 as 255).
 fn exit_status(code: i64) -> u8 {
@@ -411,15 +392,6 @@ fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn terminal_controls_are_shown_not_obeyed() {
-        assert_eq!(escape_controls("plain\tline\n"), "plain\tline\n");
-        assert_eq!(
-            escape_controls("\u{1b}[2Jgone\r\u{9b}31m\u{7}"),
-            "\\x{1b}[2Jgone\\x{0d}\\x{9b}31m\\x{07}"
-        );
-    }
 
     #[test]
     fn exit_status_wraps_like_a_shell() {

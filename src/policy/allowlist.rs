@@ -8,6 +8,7 @@
 //! dot. An IP address matches only when it is listed as such (`10.0.0.5`, `[::1]:8080`):
 //! a name on the list never lets its addresses be used directly.
 
+pub use crate::analysis::urls::split_port;
 use serde::Serialize;
 
 /// The ports an entry without one allows.
@@ -88,31 +89,6 @@ impl HostRule {
 /// Whether any entry of `list` allows `host:port`.
 pub fn allows(list: &[HostRule], host: &str, port: u16) -> bool {
     list.iter().any(|rule| rule.allows(host, port))
-}
-
-/// `host[:port]`, `[v6]`, `[v6]:port`, or a bare v6 address (no port).
-pub fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
-    let port = |p: &str| {
-        p.parse::<u16>()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| format!("`{p}` is not a port"))
-    };
-    if let Some(rest) = text.strip_prefix('[') {
-        let (host, after) = rest.split_once(']').ok_or("an unclosed `[`")?;
-        return match after.strip_prefix(':') {
-            Some(p) => Ok((host, Some(port(p)?))),
-            None if after.is_empty() => Ok((host, None)),
-            None => Err(format!("unexpected `{after}` after `]`")),
-        };
-    }
-    if text.matches(':').count() > 1 {
-        return Ok((text, None));
-    }
-    match text.split_once(':') {
-        Some((host, p)) => Ok((host, Some(port(p)?))),
-        None => Ok((text, None)),
-    }
 }
 
 /// Lower case, no final dot, an IP address in its canonical form.

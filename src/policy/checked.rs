@@ -2,7 +2,8 @@
 //! that serde_yaml's error names the exact line and column of the value at fault (and
 //! its key path), not a guess.
 
-use super::{ByteSize, HumanDuration, NetworkMode};
+use super::network::NetworkMode;
+use super::units::{ByteSize, HumanDuration};
 use serde::de::{value, Deserializer, Error, IntoDeserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;

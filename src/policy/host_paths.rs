@@ -6,7 +6,7 @@
 //! the container engine's socket (whoever holds it holds the machine): it is mounted
 //! only when named by an absolute path.
 
-use super::load::{error, PolicyError};
+use super::error::{error, PolicyError};
 use super::schema::{Audit, AuditFile, Export, ExportFile, Mount, MountFile};
 use std::path::{Component, Path, PathBuf};
 
@@ -109,6 +109,12 @@ fn resolve(
             format!("{key}: a preset cannot name the relative host path `{path}`"),
         ));
     };
+    // `x.yaml`'s folder is the empty path, which names the working directory.
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
     let project = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let joined = project.join(written);
     let outside = || {
@@ -126,10 +132,15 @@ fn resolve(
     if !folded.starts_with(&project) {
         return Err(outside());
     }
-    // What exists of the path is followed through its links.
+    // What exists of the path is followed through its links. `folded` starts with the
+    // project, so this stops there at the latest; a path with no existing ancestor at
+    // all (a project folder that is gone) stops at its root.
     let mut existing = folded.as_path();
     while !existing.exists() {
-        existing = existing.parent().unwrap_or(&project);
+        match existing.parent() {
+            Some(parent) => existing = parent,
+            None => break,
+        }
     }
     let real = std::fs::canonicalize(existing).unwrap_or_else(|_| existing.to_path_buf());
     if !real.starts_with(&project) {
@@ -226,6 +237,40 @@ mod tests {
         assert!(err.message.contains("socket"), "{err}");
         let absolute = socket.to_string_lossy().into_owned();
         assert!(mount("p.yaml", "", Some(project.path()), mount_file(&absolute)).is_ok());
+    }
+
+    /// A policy named by a bare file name (`validate x.yaml`) has the empty path as its
+    /// folder: a relative path there that does not exist yet once made this loop
+    /// forever. Each call runs on a thread, so a regression fails instead of hanging.
+    #[test]
+    fn a_missing_relative_path_beside_a_bare_file_name_is_resolved_not_looped_on() {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let cwd = std::env::current_dir().unwrap();
+            let bare = Path::new("");
+            let audit_file = AuditFile {
+                path: "not-yet/audit.jsonl".into(),
+            };
+            let audited = audit("x.yaml", "", Some(bare), audit_file).map(|a| a.file);
+            let export_file = ExportFile {
+                path: "not-yet-out".into(),
+                overwrite: None,
+            };
+            let exported = export("x.yaml", "", Some(bare), export_file).map(|e| e.dir);
+            let mounted = mount("x.yaml", "", Some(bare), mount_file("not-yet-data"));
+            let _ = sender.send((cwd, audited, exported, mounted));
+        });
+        let (cwd, audited, exported, mounted) = receiver
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("resolving a missing relative path returns");
+        let cwd = std::fs::canonicalize(cwd).unwrap();
+        assert_eq!(audited.unwrap(), cwd.join("not-yet/audit.jsonl"));
+        assert_eq!(exported.unwrap(), cwd.join("not-yet-out"));
+        let error = mounted.unwrap_err();
+        assert!(
+            error.message.contains("cannot use `not-yet-data`"),
+            "{error}"
+        );
     }
 
     #[test]

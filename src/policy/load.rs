@@ -5,7 +5,10 @@
 //! nearest parent that has one, else the embedded `default` preset. A file without
 //! `extends` extends `default`, so a project writes only what it changes.
 
+use super::error::{error, PolicyError};
+use super::overlay::{self, Origin, Overlay};
 use super::schema::{Action, Policy, PolicyFile, Rule, RuleFile};
+use super::shown_name::shown_name;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -35,35 +38,6 @@ impl fmt::Display for PolicySource {
             PolicySource::Preset(name) => write!(f, "preset `{name}`"),
             PolicySource::File(path) => write!(f, "{}", path.display()),
         }
-    }
-}
-
-/// A policy that cannot be used, located as precisely as the problem allows.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct PolicyError {
-    /// The file (or `preset NAME`) at fault.
-    pub file: String,
-    pub line: Option<usize>,
-    pub column: Option<usize>,
-    pub message: String,
-    /// The file's other errors, in order, when there are more (one a line when shown).
-    pub more: Vec<PolicyError>,
-}
-
-impl fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-            if let Some(column) = self.column {
-                write!(f, ":{column}")?;
-            }
-        }
-        write!(f, ": {}", self.message)?;
-        for more in &self.more {
-            write!(f, "\n{more}")?;
-        }
-        Ok(())
     }
 }
 
@@ -108,36 +82,6 @@ impl PolicySource {
         };
         Ok(policy)
     }
-}
-
-/// How a policy file is named in results, tool descriptions and logs: relative to the
-/// working directory (the project) when it is inside it, else by its file name alone.
-/// The absolute host path would go to the model's provider with every result.
-fn shown_name(path: &Path, cwd: &Path) -> String {
-    let path = normalize_dots(path);
-    match path.strip_prefix(cwd) {
-        Ok(relative) if !relative.as_os_str().is_empty() => relative.display().to_string(),
-        _ => path.file_name().map_or_else(
-            || PROJECT_FILE.to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        ),
-    }
-}
-
-/// `a/./b/../c` as `a/c`, without touching the filesystem (links are not followed, so
-/// the name stays the one the user gave).
-fn normalize_dots(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 impl Policy {
@@ -199,7 +143,14 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
             error(&label, None, format!("cannot read policy file: {e}{hint}"))
         })?,
     };
-    let file = parse(&label, &text)?;
+    let Parsed {
+        file,
+        mut errors,
+        text,
+    } = parse(&label, &text);
+    let Some(file) = file else {
+        return Err(all(errors));
+    };
 
     let base = match (&file.extends, source) {
         (Some(parent), _) => Some(parent_source(parent, source)),
@@ -207,13 +158,34 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
         (None, _) => Some(PolicySource::Preset("default".into())),
     };
     chain.push(source.clone());
-    let base = base.map(|parent| resolve(&parent, chain)).transpose()?;
+    let base = base.map(|parent| resolve(&parent, chain)).transpose();
     chain.pop();
+    let base = match base {
+        Ok(base) => base,
+        Err(error) => {
+            errors.push(error);
+            return Err(all(errors));
+        }
+    };
     let dir = match source {
         PolicySource::File(path) => Some(path.parent().unwrap_or(Path::new(".")).to_path_buf()),
         PolicySource::Preset(_) => None,
     };
-    merge(&label, &text, dir.as_deref(), base, file)
+    // The file's other errors are looked for even when it had some already.
+    let faulty_lines: Vec<usize> = errors.iter().filter_map(|error| error.line).collect();
+    match merge(&label, &text, dir.as_deref(), base, file, &faulty_lines) {
+        Ok(policy) if errors.is_empty() => Ok(policy),
+        Ok(_) => Err(all(errors)),
+        Err(error) => {
+            errors.push(error);
+            Err(all(errors))
+        }
+    }
+}
+
+/// Errors found so far (at least one) as one error.
+fn all(errors: Vec<PolicyError>) -> PolicyError {
+    PolicyError::gather(errors).expect_err("there is an error to report")
 }
 
 /// How errors name a source: as results do, never by the absolute host path, which a
@@ -257,16 +229,6 @@ fn closest_preset(name: &str) -> Option<&'static str> {
         .map(|(_, preset)| preset)
 }
 
-pub(super) fn error(file: &str, line: Option<usize>, message: String) -> PolicyError {
-    PolicyError {
-        file: file.to_string(),
-        line,
-        column: None,
-        message,
-        more: Vec::new(),
-    }
-}
-
 /// Parses YAML into the schema; serde_yaml's errors carry the line, column and key
 /// path, and an unknown key gets the closest valid one suggested.
 ///
@@ -274,19 +236,28 @@ pub(super) fn error(file: &str, line: Option<usize>, message: String) -> PolicyE
 /// so the line at fault (with the lines nested under it) is blanked and the file read
 /// again, until it reads or an error has no line to blank. A person fixing the file,
 /// or an agent told what is wrong with it, gets the whole list at once.
-fn parse(label: &str, text: &str) -> Result<PolicyFile, PolicyError> {
+fn parse(label: &str, text: &str) -> Parsed {
     /// More than any hand-written file has; a bound on the re-reads.
     const MOST_ERRORS: usize = 20;
     if text.trim().is_empty() {
-        return Ok(PolicyFile::default());
+        return Parsed {
+            file: Some(PolicyFile::default()),
+            errors: Vec::new(),
+            text: text.to_string(),
+        };
     }
     let mut errors: Vec<PolicyError> = Vec::new();
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let mut current = text.to_string();
     loop {
         let error = match serde_yaml::from_str::<PolicyFile>(&current) {
-            Ok(file) if errors.is_empty() => return Ok(file),
-            Ok(_) => break,
+            Ok(file) => {
+                return Parsed {
+                    file: Some(file),
+                    errors,
+                    text: current,
+                }
+            }
             Err(error) => parse_error(label, &error),
         };
         let line = error.line;
@@ -304,9 +275,22 @@ fn parse(label: &str, text: &str) -> Result<PolicyFile, PolicyError> {
             _ => break,
         }
     }
-    let mut first = errors.remove(0);
-    first.more = errors;
-    Err(first)
+    Parsed {
+        file: None,
+        errors,
+        text: current,
+    }
+}
+
+/// What reading one file gave.
+struct Parsed {
+    /// The file as far as it reads: with the entries at fault blanked when there are
+    /// errors; `None` when even that does not read.
+    file: Option<PolicyFile>,
+    errors: Vec<PolicyError>,
+    /// The text `file` was read from (the same lines as the file's, some blanked), where
+    /// later errors are located.
+    text: String,
 }
 
 fn parse_error(label: &str, e: &serde_yaml::Error) -> PolicyError {
@@ -338,10 +322,20 @@ fn blank_entry(lines: &mut [String], line: usize) -> bool {
         return false;
     }
     let indent = |text: &str| text.len() - text.trim_start_matches([' ', '-']).len();
-    let own = indent(&lines[at]);
+    let spaces = |text: &str| text.len() - text.trim_start_matches(' ').len();
+    // A list item (`- id: x`) goes whole: its other keys are indented past the dash,
+    // and the next item starts at the dash's own column. Leaving them would make the
+    // rest of the item an error of its own.
+    let item = lines[at].trim_start().starts_with("- ");
+    let own = if item {
+        spaces(&lines[at])
+    } else {
+        indent(&lines[at])
+    };
     lines[at].clear();
     for next in lines[at + 1..].iter_mut() {
-        if !next.trim().is_empty() && indent(next) <= own {
+        let depth = if item { spaces(next) } else { indent(next) };
+        if !next.trim().is_empty() && depth <= own {
             break;
         }
         next.clear();
@@ -445,181 +439,64 @@ fn rule_id_location(text: &str, index: usize) -> Option<serde_yaml::Location> {
 }
 
 /// Lays a file over the policy it extends (or, for the root preset, over nothing).
+/// Every key, rule and preload is looked at even after one fails, so that all of the
+/// file's errors are reported together.
+///
+/// `faulty_lines` are the lines of errors found while the file was read (blanked in
+/// `text`).
 fn merge(
     label: &str,
     text: &str,
     dir: Option<&Path>,
     base: Option<Policy>,
-    file: PolicyFile,
+    mut file: PolicyFile,
+    faulty_lines: &[usize],
 ) -> Result<Policy, PolicyError> {
-    let missing = |key: &str| {
-        error(
-            label,
-            None,
-            format!("`{key}` is required in a policy that extends nothing"),
-        )
-    };
-    let limits_file = file.limits.unwrap_or_default();
-    let images_file = file.images.unwrap_or_default();
-    let pool_file = file.pool.unwrap_or_default();
-
     let mut policy = match base {
         Some(base) => base,
-        None => {
-            let limits = super::schema::Limits {
-                timeout: limits_file
-                    .timeout
-                    .ok_or_else(|| missing("limits.timeout"))?,
-                memory: limits_file.memory.ok_or_else(|| missing("limits.memory"))?,
-                cpus: limits_file.cpus.ok_or_else(|| missing("limits.cpus"))?,
-                pids: limits_file.pids.ok_or_else(|| missing("limits.pids"))?,
-                output: limits_file.output.ok_or_else(|| missing("limits.output"))?,
-                code: limits_file.code.ok_or_else(|| missing("limits.code"))?,
-                tmpfs: limits_file.tmpfs.ok_or_else(|| missing("limits.tmpfs"))?,
-            };
-            Policy {
-                name: String::new(),
-                engine: file.engine.ok_or_else(|| missing("engine"))?,
-                runtime: None,
-                limits,
-                network: file.network.clone().ok_or_else(|| missing("network"))?,
-                images: super::schema::Images {
-                    python: images_file
-                        .python
-                        .clone()
-                        .ok_or_else(|| missing("images.python"))?,
-                    javascript: images_file
-                        .javascript
-                        .clone()
-                        .ok_or_else(|| missing("images.javascript"))?,
-                },
-                env: Default::default(),
-                pool: super::schema::PoolSettings {
-                    size: pool_file.size.ok_or_else(|| missing("pool.size"))?,
-                    max_concurrent: pool_file
-                        .max_concurrent
-                        .ok_or_else(|| missing("pool.max_concurrent"))?,
-                    preload: Default::default(),
-                },
-                sessions: Default::default(),
-                outputs: Default::default(),
-                mounts: Vec::new(),
-                audit: None,
-                packages: Default::default(),
-                rules: Vec::new(),
-            }
-        }
+        None => overlay::root(&file, label)?,
     };
-
-    if let Some(engine) = file.engine {
-        policy.engine = engine;
+    let rules = file.rules.take().unwrap_or_default();
+    let origin = Origin { label, text, dir };
+    let mut errors = Vec::new();
+    if let Err(error) = file.overlay(&mut policy, &origin) {
+        errors.push(error);
     }
-    if let Some(network) = file.network {
-        policy.network = network;
-    }
-    if let Some(runtime) = file.runtime {
-        policy.runtime = Some(runtime);
-    }
-    let limits = &mut policy.limits;
-    limits.timeout = limits_file.timeout.unwrap_or(limits.timeout);
-    limits.memory = limits_file.memory.unwrap_or(limits.memory);
-    limits.cpus = limits_file.cpus.unwrap_or(limits.cpus);
-    limits.pids = limits_file.pids.unwrap_or(limits.pids);
-    limits.output = limits_file.output.unwrap_or(limits.output);
-    limits.code = limits_file.code.unwrap_or(limits.code);
-    limits.tmpfs = limits_file.tmpfs.unwrap_or(limits.tmpfs);
-    if let Some(python) = images_file.python {
-        policy.images.python = python;
-    }
-    if let Some(javascript) = images_file.javascript {
-        policy.images.javascript = javascript;
-    }
-    if let Some(pass_through) = file.env.and_then(|e| e.pass_through) {
-        policy.env.pass_through = pass_through;
-    }
-    policy.pool.size = pool_file.size.unwrap_or(policy.pool.size);
-    policy.pool.max_concurrent = pool_file
-        .max_concurrent
-        .unwrap_or(policy.pool.max_concurrent);
-    if let Some(preload) = pool_file.preload {
-        if let Some(python) = preload.python {
-            policy.pool.preload.python = python;
+    for (index, rule_file) in rules.iter().enumerate() {
+        // An entry that had a key blanked for an error of its own would only be
+        // reported again, as incomplete: leave it out.
+        let entry = rule_id_location(text, index).map(|at| at.line());
+        let next = rule_id_location(text, index + 1).map_or(usize::MAX, |at| at.line());
+        if entry.is_some_and(|entry| faulty_lines.iter().any(|&l| l >= entry && l < next)) {
+            continue;
         }
-        if let Some(javascript) = preload.javascript {
-            policy.pool.preload.javascript = javascript;
-        }
-    }
-    if let Some(sessions) = file.sessions {
-        let settings = &mut policy.sessions;
-        settings.allowed = sessions.allowed.unwrap_or(settings.allowed);
-        settings.max = sessions.max.unwrap_or(settings.max);
-        settings.idle_timeout = sessions.idle_timeout.unwrap_or(settings.idle_timeout);
-        settings.max_lifetime = sessions.max_lifetime.unwrap_or(settings.max_lifetime);
-    }
-
-    if let Some(outputs) = file.outputs {
-        let settings = &mut policy.outputs;
-        settings.files = outputs.files.unwrap_or(settings.files);
-        settings.figures = outputs.figures.unwrap_or(settings.figures);
-        settings.max_files = outputs.max_files.unwrap_or(settings.max_files);
-        settings.max_file_size = outputs.max_file_size.unwrap_or(settings.max_file_size);
-        settings.max_total_size = outputs.max_total_size.unwrap_or(settings.max_total_size);
-        settings.inline_text = outputs.inline_text.unwrap_or(settings.inline_text);
-        if let Some(export) = outputs.export {
-            settings.export = Some(super::host_paths::export(label, text, dir, export)?);
-        }
-    }
-    if let Some(packages) = file.packages {
-        let settings = &mut policy.packages;
-        settings.python = packages
-            .python
-            .unwrap_or(std::mem::take(&mut settings.python));
-        settings.javascript = packages
-            .javascript
-            .unwrap_or(std::mem::take(&mut settings.javascript));
-        if let Some(index) = packages.index {
-            if let Some(python) = index.python {
-                settings.python_index = python;
-            }
-            if let Some(javascript) = index.javascript {
-                settings.javascript_registry = javascript;
-            }
-        }
-    }
-    if let Some(audit) = file.audit {
-        policy.audit = Some(super::host_paths::audit(label, text, dir, audit)?);
-    }
-    if let Some(mounts) = file.mounts {
-        policy.mounts = mounts
-            .into_iter()
-            .map(|mount| super::host_paths::mount(label, text, dir, mount))
-            .collect::<Result<_, _>>()?;
-    }
-
-    let rules = file.rules.unwrap_or_default();
-    for (index, rule) in rules.iter().enumerate() {
-        if rules[..index].iter().any(|earlier| earlier.id == rule.id) {
+        if rules[..index]
+            .iter()
+            .any(|earlier| earlier.id == rule_file.id)
+        {
             let at = rule_id_location(text, index);
-            return Err(PolicyError {
+            errors.push(PolicyError {
                 file: label.to_string(),
                 line: at.as_ref().map(|at| at.line()),
                 column: at.as_ref().map(|at| at.column()),
-                message: format!("rules[{index}].id: rule `{}` is listed twice", rule.id),
+                message: format!("rules[{index}].id: rule `{}` is listed twice", rule_file.id),
                 more: Vec::new(),
             });
+        } else if let Err(error) = merge_rule(&origin, &mut policy.rules, rule_file.clone(), index)
+        {
+            errors.push(error);
         }
     }
-    for (index, rule_file) in rules.into_iter().enumerate() {
-        merge_rule(label, text, &mut policy.rules, rule_file, index)?;
-    }
-    check_preload(label, text, &policy)?;
+    errors.extend(check_preload(label, text, &policy));
+    PolicyError::gather(errors)?;
     Ok(policy)
 }
 
 /// A preloaded module is imported before the snippet, so before its audit hook could
 /// judge who asked: one that a deny rule names would be handed to every snippet.
-fn check_preload(label: &str, text: &str, policy: &Policy) -> Result<(), PolicyError> {
+fn check_preload(label: &str, text: &str, policy: &Policy) -> Vec<PolicyError> {
     use crate::analysis::Language;
+    let mut errors = Vec::new();
     for language in Language::ALL {
         for module in policy.pool.preload.for_language(language) {
             let denied = policy.rules.iter().find(|rule| {
@@ -636,7 +513,7 @@ fn check_preload(label: &str, text: &str, policy: &Policy) -> Result<(), PolicyE
                     .skip_while(|(_, line)| !line.contains("preload"))
                     .find(|(_, line)| line.contains(module.as_str()))
                     .map(|(index, _)| index + 1);
-                return Err(error(
+                errors.push(error(
                     label,
                     line,
                     format!(
@@ -649,38 +526,20 @@ fn check_preload(label: &str, text: &str, policy: &Policy) -> Result<(), PolicyE
             }
         }
     }
-    Ok(())
+    errors
 }
 
 /// A rule entry either adjusts the inherited rule with its id or adds a new one, which
 /// must then say everything a rule needs.
 fn merge_rule(
-    label: &str,
-    text: &str,
+    origin: &Origin,
     rules: &mut Vec<Rule>,
     entry: RuleFile,
     index: usize,
 ) -> Result<(), PolicyError> {
+    let (label, text) = (origin.label, origin.text);
     if let Some(rule) = rules.iter_mut().find(|r| r.id == entry.id) {
-        if let Some(category) = entry.category {
-            rule.category = category;
-        }
-        if let Some(action) = entry.action {
-            rule.action = action;
-        }
-        if let Some(message) = entry.message {
-            rule.message = message;
-        }
-        if let Some(matcher) = entry.any_language {
-            rule.any_language = matcher;
-        }
-        if let Some(matcher) = entry.python {
-            rule.python = matcher;
-        }
-        if let Some(matcher) = entry.javascript {
-            rule.javascript = matcher;
-        }
-        return Ok(());
+        return entry.overlay(rule, origin);
     }
     let (line, column) = rule_id_location(text, index)
         .map_or((None, None), |at| (Some(at.line()), Some(at.column())));
@@ -731,18 +590,6 @@ fn merge_rule(
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn a_policy_file_is_named_without_the_host_path() {
-        let project = Path::new("/home/someone/project");
-        let inside = project.join("sub/../.code-sandbox.yaml");
-        assert_eq!(shown_name(&inside, project), ".code-sandbox.yaml");
-        assert_eq!(
-            shown_name(&project.join("policies/p.yaml"), project),
-            "policies/p.yaml"
-        );
-        assert_eq!(shown_name(Path::new("/etc/team/p.yaml"), project), "p.yaml");
-    }
 
     use super::*;
 

@@ -2,19 +2,27 @@
 //! merge, and the engine that turns facts into findings.
 
 pub mod allowlist;
+mod as_file;
 mod checked;
 pub mod enforcement;
 mod engine;
+mod error;
 mod glob;
 mod host_paths;
 mod load;
+mod network;
+mod overlay;
 mod overrides;
 pub mod packages;
+pub mod reference;
 mod schema;
+mod shown_name;
 mod units;
 
+pub use as_file::to_file_yaml;
 pub use engine::{Finding, InputError, Layer, PolicyEngine, Report};
-pub use load::{PolicyError, PolicySource, PRESETS, PROJECT_FILE, STARTER_POLICY};
+pub use error::PolicyError;
+pub use load::{PolicySource, PRESETS, PROJECT_FILE, STARTER_POLICY};
 pub use schema::{
     Action, Audit, EngineKind, EnvPolicy, Export, Images, Limits, Matcher, Mount, NetworkMode,
     Outputs, Packages, Policy, PoolSettings, Rule, SessionSettings,

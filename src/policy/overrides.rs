@@ -9,7 +9,7 @@
 //! that cannot be used is an error naming the variable, as a bad key in a file would
 //! be: never silently ignored.
 
-use super::load::PolicyError;
+use super::error::PolicyError;
 use super::schema::{EngineKind, Policy};
 
 /// Applies the variables `env` has to `policy`.

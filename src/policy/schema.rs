@@ -4,198 +4,282 @@
 //! project commits one file that says both what code may do and what it may use.
 
 use super::checked;
+pub use super::network::NetworkMode;
 use super::units::{ByteSize, HumanDuration};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// One policy file, exactly as written. `None` means "inherit from `extends`".
-#[derive(Debug, Clone, Default, Deserialize)]
+///
+/// The doc comments of these structs are the policy reference (`docs/policy-reference.md`,
+/// made by `policy::reference`): write them for a person writing a policy.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyFile {
-    /// Only `1` is read; checked while the file is parsed, so nothing else reads it.
+    /// The schema version; only `1` is read.
     #[serde(default, deserialize_with = "checked::version")]
     #[allow(dead_code)]
     pub version: Option<u32>,
-    /// A preset name (`default`, `strict`, `permissive`) or a path relative to this file.
+    /// The policy this file changes: a preset name (`default`, `strict`, `permissive`)
+    /// or a path relative to this file. A file without `extends` extends `default`.
     pub extends: Option<String>,
-    /// Which container engine runs snippets.
+    /// Which container engine runs snippets: `auto` (`DOCKER_HOST`, then Docker's
+    /// socket, then Podman's), `docker` or `podman`.
     pub engine: Option<EngineKind>,
-    /// The engine's container runtime (`runsc` for gVisor); absent: the engine's default.
+    /// A container runtime registered with the engine, such as `runsc` (gVisor); a run
+    /// is refused if the engine lacks it. Absent: the engine's default runtime.
     #[serde(default, deserialize_with = "checked::runtime")]
     pub runtime: Option<String>,
+    /// What one run may use.
     pub limits: Option<LimitsFile>,
+    /// `none` (no interface but loopback), `bridge` (the engine's default network:
+    /// outbound wherever the host can reach), or `{ allow: [hosts] }`: only these hosts
+    /// (`host`, `host:port`, `*.domain`, an IP address; without a port, 443 and 80),
+    /// through the server's egress proxy.
     #[serde(default, deserialize_with = "checked::network")]
     pub network: Option<NetworkMode>,
+    /// The image each language runs in.
     pub images: Option<ImagesFile>,
+    /// What of the host's environment the sandbox sees.
     pub env: Option<EnvFile>,
+    /// Containers started ahead of calls, and how many runs at once.
     pub pool: Option<PoolFile>,
+    /// Named sessions: calls that share one container and one interpreter.
     pub sessions: Option<SessionsFile>,
+    /// What comes back from a run besides stdout and stderr.
     pub outputs: Option<OutputsFile>,
-    /// Host folders mounted into every sandbox container; replaces the inherited list.
+    /// Host folders mounted into every sandbox container, read-only unless `rw: true`;
+    /// replaces the inherited list.
     pub mounts: Option<Vec<MountFile>>,
-    /// The audit log: one JSON line per tool call (opt-in).
+    /// The audit log (opt-in): one JSON line per tool call, appended.
     pub audit: Option<AuditFile>,
-    /// Packages a run may ask to have installed.
+    /// Packages a run may ask to have installed (the run tools' `packages` argument).
     pub packages: Option<PackagesFile>,
-    /// Rules are merged by `id`: an entry whose id the parent has changes only the keys
-    /// it gives (say, `action: off`); an entry with a new id adds a rule.
+    /// The checker's rules, merged by `id`: an entry whose id the parent has changes
+    /// only the keys it gives (say, `action: off`); an entry with a new id adds a rule,
+    /// and must give `category`, `message` and a matcher.
     pub rules: Option<Vec<RuleFile>>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// What one run may use.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsFile {
+    /// Wall-clock time a run may take; its process and container are killed after it.
     #[serde(default, deserialize_with = "checked::timeout")]
     pub timeout: Option<HumanDuration>,
+    /// Memory, and memory plus swap (no swap beyond it); at least 6MiB.
     #[serde(default, deserialize_with = "checked::memory")]
     pub memory: Option<ByteSize>,
+    /// CPU quota, in cores; above 0 and no more than the machine has.
     #[serde(default, deserialize_with = "checked::cpus")]
     pub cpus: Option<f64>,
+    /// Most processes and threads alive at once inside the container.
     #[serde(default, deserialize_with = "checked::at_least_one")]
     pub pids: Option<u32>,
+    /// Most bytes of stdout plus stderr kept. Each stream keeps its beginning and end
+    /// (one stream's flood cannot push out the other); the middle is cut with a marker
+    /// and the result says `truncated`.
     #[serde(default, deserialize_with = "checked::nonzero_size")]
     pub output: Option<ByteSize>,
+    /// The largest snippet accepted, checked before it is parsed.
     #[serde(default, deserialize_with = "checked::nonzero_size")]
     pub code: Option<ByteSize>,
+    /// The size of each writable tmpfs: `/sandbox` (the working folder) and `/tmp`.
     #[serde(default, deserialize_with = "checked::nonzero_size")]
     pub tmpfs: Option<ByteSize>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The image each language runs in: one name, or a list of which the first the engine
+/// has is used (when it has none, the last is pulled).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImagesFile {
+    /// The image for Python; it needs `python3` on its PATH.
     #[serde(default, deserialize_with = "checked::images")]
+    #[schemars(with = "Option<ImageNames>")]
     pub python: Option<Vec<String>>,
+    /// The image for JavaScript; it needs `node` on its PATH.
     #[serde(default, deserialize_with = "checked::images")]
+    #[schemars(with = "Option<ImageNames>")]
     pub javascript: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// What of the host's environment the sandbox sees.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvFile {
+    /// Host environment variables handed to the sandbox, by name.
     #[serde(default, deserialize_with = "checked::variable_names")]
     pub pass_through: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Containers started ahead of calls, and how many runs at once.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PoolFile {
+    /// Started containers kept ready per language, each with its interpreter waiting
+    /// (`0`: none). A burst of calls that finds none ready raises this, up to
+    /// `max_concurrent`, until two minutes pass without such a miss.
     pub size: Option<usize>,
+    /// Runs at once; further calls wait their turn.
     #[serde(default, deserialize_with = "checked::at_least_one")]
     pub max_concurrent: Option<usize>,
+    /// Modules every warm interpreter imports before its call arrives.
     pub preload: Option<PreloadFile>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Modules every warm interpreter imports before its call arrives, so their import
+/// time is paid ahead. A module a deny rule names is refused: it would be handed to
+/// every snippet.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PreloadFile {
+    /// Python modules (`[numpy, pandas]`); one the image lacks is said on stderr.
     #[serde(default, deserialize_with = "checked::module_names")]
     pub python: Option<Vec<String>>,
+    /// Node modules, `require`d as the snippet would resolve them.
     #[serde(default, deserialize_with = "checked::module_names")]
     pub javascript: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Named sessions: calls that share one container and one interpreter.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionsFile {
+    /// Whether the run tools take a `session`.
     pub allowed: Option<bool>,
+    /// Sessions one client may have open at once.
     #[serde(default, deserialize_with = "checked::at_least_one")]
     pub max: Option<usize>,
+    /// A session with no call for this long ends.
     #[serde(default, deserialize_with = "checked::timeout")]
     pub idle_timeout: Option<HumanDuration>,
+    /// A session ends this long after it started, however busy.
     #[serde(default, deserialize_with = "checked::timeout")]
     pub max_lifetime: Option<HumanDuration>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// What comes back from a run besides stdout and stderr.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutputsFile {
+    /// Files a run creates or changes under `/sandbox` come back.
     pub files: Option<bool>,
+    /// matplotlib figures (shown, or open at the end) come back as PNG.
     pub figures: Option<bool>,
+    /// Most files (figures included) returned per run; the rest are listed by name.
     pub max_files: Option<usize>,
+    /// A larger file is listed with its size, not returned.
     #[serde(default, deserialize_with = "checked::nonzero_size")]
     pub max_file_size: Option<ByteSize>,
+    /// Most bytes returned per run, all files together.
     #[serde(default, deserialize_with = "checked::nonzero_size")]
     pub max_total_size: Option<ByteSize>,
+    /// A text file up to this size is shown in the result's text.
     pub inline_text: Option<ByteSize>,
+    /// Returned files are also written to this host folder.
     pub export: Option<ExportFile>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// Returned files are also written to this host folder.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportFile {
-    /// A host folder, relative to the policy file.
+    /// A host folder, relative to the policy file and inside its folder unless written
+    /// as an absolute path. It need not exist yet.
     #[serde(deserialize_with = "checked::host_path")]
     pub path: String,
+    /// An existing file there is replaced; otherwise it is left and the result says so.
     pub overwrite: Option<bool>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Packages a run may ask to have installed, and where they come from.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PackagesFile {
+    /// Python packages a run may ask for: names, each with at most a version
+    /// requirement (`"pandas>=2"`). A name not listed is refused before anything runs.
     #[serde(default, deserialize_with = "checked::package_specs")]
     pub python: Option<Vec<String>>,
+    /// npm packages a run may ask for (`lodash`, `"dayjs@^1"`).
     #[serde(default, deserialize_with = "checked::package_specs")]
     pub javascript: Option<Vec<String>>,
+    /// Where packages come from; the install step reaches only these.
     pub index: Option<PackageIndexFile>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Where packages come from; the install step reaches only these.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PackageIndexFile {
+    /// A PEP 503 simple index (an `http` or `https` URL).
     #[serde(default, deserialize_with = "checked::index_url")]
     pub python: Option<String>,
+    /// An npm registry (an `http` or `https` URL).
     #[serde(default, deserialize_with = "checked::index_url")]
     pub javascript: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// The audit log (opt-in): one JSON line per tool call, appended.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditFile {
-    /// A host file, relative to the policy file.
+    /// A host file, relative to the policy file and inside its folder unless written as
+    /// an absolute path. It is made when a server starts.
     #[serde(deserialize_with = "checked::host_path")]
     pub path: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// A host folder (or file) mounted into every sandbox container.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MountFile {
-    /// A host path, relative to the policy file (or absolute).
+    /// A host path that exists, relative to the policy file and inside its folder
+    /// unless written as an absolute path.
     #[serde(deserialize_with = "checked::host_path")]
     pub source: String,
-    /// Where it appears in the sandbox: an absolute path.
+    /// Where it appears in the sandbox: an absolute path, not one the sandbox needs for
+    /// itself (`/sandbox`, `/tmp`, `/etc`, `/usr`, …); say `/data`.
     #[serde(deserialize_with = "checked::mount_target")]
     pub target: String,
     /// Writable from the sandbox; read-only unless given.
     pub rw: Option<bool>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// One rule of the checker.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleFile {
+    /// The rule's id (lower-case letters, digits, `-`, `_`): an inherited rule's to
+    /// change it, a new one to add a rule.
     #[serde(deserialize_with = "checked::rule_id")]
     pub id: String,
+    /// A word that groups rules in findings (`process`, `network`, …).
     pub category: Option<String>,
+    /// What happens when the rule matches: `deny`, `ask`, `warn` or `off`. A new rule
+    /// without one denies.
     pub action: Option<Action>,
+    /// What a finding says, followed by what exactly matched.
     pub message: Option<String>,
+    /// What the rule matches in code of either language.
     pub any_language: Option<Matcher>,
+    /// What the rule matches in Python.
     pub python: Option<Matcher>,
+    /// What the rule matches in JavaScript.
     pub javascript: Option<Matcher>,
 }
 
+/// An image name, or a list of them (for the policy reference: the file takes both).
+#[derive(JsonSchema)]
+#[schemars(extend("x-type" = "image name, or a list of them"))]
+#[allow(dead_code)]
+struct ImageNames(Vec<String>);
+
 /// What a rule does when it matches.
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Deserialize,
-    Serialize,
-    schemars::JsonSchema,
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize, JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
@@ -233,61 +317,21 @@ impl std::fmt::Display for Action {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// `DOCKER_HOST`, then Docker's socket, then Podman's.
+    #[default]
     Auto,
+    /// Docker (or what answers at `DOCKER_HOST`).
     Docker,
+    /// Podman, through its Docker-compatible socket.
     Podman,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NetworkMode {
-    /// No network interface but loopback.
-    None,
-    /// The engine's default bridge: outbound access to wherever the host can reach.
-    Bridge,
-    /// Only these hosts, through the server's egress proxy (`network: { allow: [...] }`).
-    Allow(Vec<super::allowlist::HostRule>),
-}
-
-impl NetworkMode {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            NetworkMode::None => "none",
-            NetworkMode::Bridge => "bridge",
-            NetworkMode::Allow(_) => "allowlist",
-        }
-    }
-
-    /// Whether code may reach `host:port` at all under this mode.
-    pub fn allows(&self, host: &str, port: u16) -> bool {
-        match self {
-            NetworkMode::None => false,
-            NetworkMode::Bridge => true,
-            NetworkMode::Allow(list) => super::allowlist::allows(list, host, port),
-        }
-    }
-}
-
-impl Serialize for NetworkMode {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        match self {
-            NetworkMode::Allow(list) => {
-                let mut map = serializer.serialize_map(Some(1))?;
-                map.serialize_entry("allow", list)?;
-                map.end()
-            }
-            other => serializer.serialize_str(other.as_str()),
-        }
-    }
 }
 
 /// What facts a rule matches, for one language (or for all, under `any_language`).
 /// Every list entry is a glob where `*` matches any run of characters, dots included.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Matcher {
     /// Modules whose import matches; `m` also matches its submodules (`m.x`, `m/x`).
@@ -296,7 +340,8 @@ pub struct Matcher {
     /// Qualified names whose use (call or not) matches: `os.system`, `subprocess.*`, `eval`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<String>,
-    /// Kinds of dynamic access that match (see `analysis::dynamic`).
+    /// Kinds of dynamic access that match: code reaching for a module, a name or code
+    /// that cannot be known before it runs (`getattr(os, name)`, `require(x)`, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dynamic: Vec<DynamicKind>,
     /// A literal path given to a filesystem operation matches unless it is relative or
@@ -314,8 +359,9 @@ pub struct Matcher {
 }
 
 /// A dynamic-access kind, checked against the frontends' vocabulary when the file loads.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(transparent)]
+#[schemars(extend("enum" = crate::analysis::dynamic::ALL))]
 pub struct DynamicKind(pub String);
 
 impl<'de> Deserialize<'de> for DynamicKind {
@@ -390,7 +436,9 @@ impl Packages {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// `Default` is all zeros: not a usable limit, only the start the root preset (which
+/// must give every limit) is laid over.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Limits {
     /// Wall-clock time a run may take before its process and container are killed.
     pub timeout: HumanDuration,
@@ -417,7 +465,9 @@ impl Limits {
 /// The image each language runs in: one name, or a list of choices, of which the
 /// first the engine has is used (when it has none, the last is pulled). The default
 /// policy lists the images `code-sandbox-mcp image build` makes, then the slim ones.
-#[derive(Debug, Clone, Serialize)]
+///
+/// `Default` is no image: only the start the root preset (which must name both) is laid over.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Images {
     pub python: Vec<String>,
     pub javascript: Vec<String>,
@@ -439,7 +489,9 @@ pub struct EnvPolicy {
     pub pass_through: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// `Default` is zero: only the start the root preset (which must give both numbers) is
+/// laid over.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct PoolSettings {
     /// Started containers kept ready per image.
     pub size: usize,

@@ -10,7 +10,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// A number of bytes, written with an IEC unit: `B`, `KiB`, `MiB`, `GiB`, `TiB`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ByteSize(pub u64);
 
 const BYTE_UNITS: &[(&str, u64)] = &[
@@ -61,7 +61,7 @@ impl fmt::Display for ByteSize {
 }
 
 /// A wall-clock duration, written `250ms`, `30s`, `2m` or `1h`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct HumanDuration(pub Duration);
 
 const DURATION_UNITS: &[(&str, f64)] = &[("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)];
@@ -158,6 +158,37 @@ macro_rules! text_serde {
 
 text_serde!(ByteSize, "a size such as `512MiB`");
 text_serde!(HumanDuration, "a duration such as `30s`");
+
+/// For the policy reference: a size or a duration is a string with a unit.
+impl schemars::JsonSchema for ByteSize {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ByteSize".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "x-type": "size (`512MiB`)",
+        })
+    }
+}
+
+impl schemars::JsonSchema for HumanDuration {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "HumanDuration".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "x-type": "duration (`30s`)",
+        })
+    }
+}
 
 #[cfg(test)]
 mod tests {

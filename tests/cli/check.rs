@@ -6,6 +6,10 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 
 crate::common::harness::tests! {
+    sync noqa_exclude_and_the_summary_exactly;
+    sync a_python_312_fstring_says_what_to_write_instead;
+    sync noqa_does_not_reach_run_or_the_engine;
+    sync the_pre_commit_hook_runs_check_on_the_files_it_is_given;
     sync text_output_and_exit_codes;
     sync directories_are_walked_for_sources_only;
     sync stdin_needs_a_language;
@@ -367,4 +371,117 @@ fn an_ask_rule_blocks_the_command_line() {
         "{stderr}"
     );
     assert!(stderr.contains("nothing was run"), "{stderr}");
+}
+
+/// The exact output of `check` over a tree: `noqa` comments that name a rule suppress
+/// it on their line (in Python and JavaScript), a bare one and a mistyped id suppress
+/// nothing and say so, `--exclude` leaves out a folder by name and files by path, and
+/// the summary counts findings, the files they are in and the files checked apart.
+fn noqa_exclude_and_the_summary_exactly() {
+    let dir = scratch("noqa-exclude");
+    std::fs::create_dir_all(dir.join("src/gen")).unwrap();
+    std::fs::create_dir_all(dir.join("vendor/deep")).unwrap();
+    std::fs::write(
+        dir.join("src/a.py"),
+        "import os\nos.system('a')  # noqa: process-exec\nos.system('b')  # noqa\n\
+         os.system('c')  # noqa: proces-exec\nos.system('# noqa: process-exec')\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/gen/g.py"), EVIL_PY).unwrap();
+    std::fs::write(dir.join("src/ok.py"), CLEAN_PY).unwrap();
+    std::fs::write(
+        dir.join("src/net.js"),
+        "fetch('http://x'); // noqa: network\nfetch('http://y');\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("vendor/v.js"), "require('child_process');\n").unwrap();
+    std::fs::write(dir.join("vendor/deep/w.js"), "require('child_process');\n").unwrap();
+    let out = run_in(
+        &dir,
+        &[
+            "check",
+            "--exclude",
+            "gen",
+            "--exclude",
+            "vendor/*.js",
+            "src",
+            "vendor",
+        ],
+    );
+    insta::assert_snapshot!(format!(
+        "exit {}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code().unwrap(),
+        text(&out.stdout),
+        text(&out.stderr)
+    ));
+    let out = run_in(&dir, &["check", "src/ok.py"]);
+    assert_eq!(text(&out.stderr), "no findings (1 file checked)\n");
+}
+
+/// Python 3.12 f-strings that reuse their quote are refused (the checker cannot read
+/// them), with a message that says what to write instead.
+fn a_python_312_fstring_says_what_to_write_instead() {
+    let dir = scratch("fstring");
+    std::fs::write(
+        dir.join("f.py"),
+        "name = 'x'\nprint(f\"{\"hello\"} {name}\")\nprint(f'{d['k']}')\n",
+    )
+    .unwrap();
+    let out = run_in(&dir, &["check", "f.py"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!(text(&out.stdout));
+}
+
+/// `noqa` is the linter's: `run` (like the server, which uses the same engine) judges
+/// by the policy alone, so code cannot comment its way past a rule.
+fn noqa_does_not_reach_run_or_the_engine() {
+    use code_sandbox_mcp::analysis::Language;
+    use code_sandbox_mcp::policy::{Policy, PolicyEngine};
+    let code = "import os  # noqa: process-exec\nos.system('id')  # noqa: process-exec\n";
+    let engine = PolicyEngine::new(Policy::preset("default").unwrap());
+    let report = engine.check(Language::Python, code).unwrap();
+    assert!(report.denied(), "{report:?}");
+    assert_eq!(report.findings[0].rule, "process-exec");
+
+    let dir = scratch("noqa-run");
+    std::fs::write(dir.join("evil.py"), code).unwrap();
+    let out = run_in(&dir, &["check", "evil.py"]);
+    assert_eq!(out.status.code(), Some(0), "check honours it");
+    let out = run_in(&dir, &["run", "evil.py"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("process-exec"), "{stderr}");
+    assert!(stderr.contains("nothing was run"), "{stderr}");
+}
+
+/// The pre-commit hook the repository declares runs `check` on the files pre-commit
+/// passes, and fails the commit on a denial.
+fn the_pre_commit_hook_runs_check_on_the_files_it_is_given() {
+    let hooks: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(crate::common::root().join(".pre-commit-hooks.yaml")).unwrap(),
+    )
+    .unwrap();
+    let hook = &hooks[0];
+    assert_eq!(hook["id"], "code-sandbox-mcp-check");
+    assert_eq!(hook["language"], "rust", "pre-commit builds it with cargo");
+    let types: Vec<&str> = hook["types_or"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["python", "javascript"]);
+    let entry: Vec<&str> = hook["entry"].as_str().unwrap().split_whitespace().collect();
+    assert_eq!(
+        entry[0], "code-sandbox-mcp",
+        "the command the crate installs"
+    );
+
+    let dir = scratch("pre-commit");
+    std::fs::write(dir.join("evil.py"), EVIL_PY).unwrap();
+    std::fs::write(dir.join("clean.py"), CLEAN_PY).unwrap();
+    let out = run_in(&dir, &[&entry[1..], &["clean.py"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = run_in(&dir, &[&entry[1..], &["clean.py", "evil.py"]].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }

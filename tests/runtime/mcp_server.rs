@@ -18,6 +18,7 @@ crate::common::harness::tests! {
     current_thread initialize_answers_and_the_tools_describe_the_policy;
     current_thread a_network_policy_makes_the_run_tools_open_world;
     current_thread check_code_reports_findings_without_running_anything;
+    current_thread noqa_comments_suppress_nothing_for_an_agent;
     current_thread a_denial_runs_nothing_and_names_rule_line_and_column;
     current_thread oversize_and_non_utf8_code_are_error_results_and_the_server_stays_up;
     current_thread python_and_javascript_runs_return_exit_code_and_both_streams needs common::DOCKER;
@@ -166,6 +167,28 @@ async fn check_code_reports_findings_without_running_anything() {
     assert_eq!(check["allowed"], false, "{result}");
     assert_eq!(check["findings"][0]["rule"], "process-exec", "{result}");
     assert_eq!(check["findings"][0]["line"], 2, "{result}");
+    server.close().await;
+}
+
+/// `# noqa` comments are the linter's (`check`): an agent's code cannot switch a rule
+/// off by writing one, whether it is checked or run.
+async fn noqa_comments_suppress_nothing_for_an_agent() {
+    let mut server = InProcess::start(&common::local_image_policy(), vec![]).await;
+    let code = "import os  # noqa: process-exec\nos.system('id')  # noqa: process-exec\n";
+    let result = server
+        .client
+        .call_tool("check_code", json!({"code": code, "language": "python"}))
+        .await;
+    let check = structured(&result);
+    assert_eq!(check["allowed"], false, "{result}");
+    assert_eq!(check["findings"][0]["rule"], "process-exec", "{result}");
+    let result = server
+        .client
+        .call_tool("run_python_code", json!({"code": code}))
+        .await;
+    let run = structured(&result);
+    assert_eq!(run["status"], "denied", "{result}");
+    assert_eq!(run["findings"][0]["rule"], "process-exec", "{result}");
     server.close().await;
 }
 

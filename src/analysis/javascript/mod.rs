@@ -64,6 +64,36 @@ fn parse(source: &str) -> Option<Tree> {
 
 pub use session_script::session_script;
 
+/// The comments of JavaScript source (byte offset, text with its `//` or `/*`), for
+/// [`crate::analysis::noqa`].
+pub fn comments(source: &str) -> Vec<(usize, String)> {
+    let Some(tree) = parse(source) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut cursor = tree.walk();
+    'walk: loop {
+        let node = cursor.node();
+        if node.kind() == "comment" {
+            if let Some(text) = source.get(node.byte_range()) {
+                found.push((node.start_byte(), text.to_string()));
+            }
+        }
+        if cursor.goto_first_child() || cursor.goto_next_sibling() {
+            continue;
+        }
+        loop {
+            if !cursor.goto_parent() {
+                break 'walk;
+            }
+            if cursor.goto_next_sibling() {
+                break;
+            }
+        }
+    }
+    found
+}
+
 /// Analyses one JavaScript snippet (script, CommonJS or ES module) and tells which
 /// module system it needs. Code that cannot be read never runs; it is called CommonJS.
 pub fn analyze(source: &str) -> (Vec<Fact>, SourceKind) {

@@ -9,11 +9,13 @@
 //!   [`fold`] (constant strings), [`dynamic`] (getattr, `__import__`, introspection),
 //!   [`loading`] (the import path, module files written), [`modes`] (calls an argument
 //!   makes unsafe) and [`paths`] (filesystem calls).
+//! - `fstring`: a syntax error from a Python 3.12 f-string gets a hint.
 
 mod depth;
 mod dynamic;
 mod encoding;
 mod fold;
+mod fstring;
 mod indent;
 mod loading;
 mod modes;
@@ -76,7 +78,12 @@ pub fn analyze(source: &str) -> Vec<Fact> {
             {
                 offset -= 1;
             }
-            return refuse(offset, offset + 1, format!("syntax error: {message}"));
+            let (line, _) = index.position(offset);
+            let line = source.lines().nth(line as usize - 1).unwrap_or("");
+            let hint = fstring::hint(line)
+                .map(|hint| format!("; {hint}"))
+                .unwrap_or_default();
+            return refuse(offset, offset + 1, format!("syntax error: {message}{hint}"));
         }
     };
     match resolve::resolve(&body, &index) {
