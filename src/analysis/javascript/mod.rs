@@ -1,19 +1,19 @@
-//! JavaScript frontend: source text in, [`Fact`]s out, by way of tree-sitter.
+//! JavaScript frontend: source text in, `Fact`s out, by way of tree-sitter.
 //!
 //! The work happens in three steps, each in its own module:
 //!
-//! 1. [`syntax`]: parse with tree-sitter and fail closed on any `ERROR`/`MISSING` node or
+//! 1. `syntax`: parse with tree-sitter and fail closed on any `ERROR`/`MISSING` node or
 //!    on a syntax tree too deep to walk safely (a snippet we cannot read is a snippet we
 //!    cannot vouch for).
-//! 2. [`scope`]: the one tree walk, which records every scope, every declaration (with
+//! 2. `scope`: the one tree walk, which records every scope, every declaration (with
 //!    hoisting: all of a scope's names are known before anything is resolved), every
 //!    value a binding may take (initialisers, assignments, destructuring paths,
 //!    imports), and the list of nodes worth a second look.
-//! 3. [`walk`]: a pass over that list that evaluates the expressions the policy cares
-//!    about to abstract [`values`] and emits facts. The concerns it delegates to are split by
-//!    theme: [`modules`] (`require`/`import` forms and loaders), [`dynamic`] (code built
+//! 3. `walk`: a pass over that list that evaluates the expressions the policy cares
+//!    about to abstract `values` and emits facts. The concerns it delegates to are split by
+//!    theme: `modules` (`require`/`import` forms and loaders), `dynamic` (code built
 //!    at run time, constructor walks, computed members, escaping namespaces),
-//!    [`strings`] (unescaping and constant folding) and [`paths`] (fs path literals).
+//!    `strings` (unescaping and constant folding) and `paths` (fs path literals).
 //!
 //! Resolution is flow-insensitive: a binding's value is the union of everything ever
 //! assigned to it. That is conservative for evasions (`let m = 'fs'; m = x; require(m)`

@@ -1,14 +1,14 @@
-//! The Python frontend: source text in, [`Fact`]s out.
+//! The Python frontend: source text in, `Fact`s out.
 //!
 //! The pipeline, one file per concern (as in ruff):
-//! - [`encoding`]: refuse a non-UTF-8 coding cookie; NFKC-normalise identifiers.
-//! - [`depth`]: refuse trees too deep to parse safely, before parsing.
+//! - `encoding`: refuse a non-UTF-8 coding cookie; NFKC-normalise identifiers.
+//! - `depth`: refuse trees too deep to parse safely, before parsing.
 //! - parse with `rustpython-parser`; a syntax error is the only fact (fail closed).
-//! - [`scope`]: which names each scope binds (Python's scoping rules).
-//! - [`resolve`]: what every use resolves to, and the facts, with help from
-//!   [`fold`] (constant strings), [`dynamic`] (getattr, `__import__`, introspection),
-//!   [`loading`] (the import path, module files written), [`modes`] (calls an argument
-//!   makes unsafe) and [`paths`] (filesystem calls).
+//! - `scope`: which names each scope binds (Python's scoping rules).
+//! - `resolve`: what every use resolves to, and the facts, with help from
+//!   `fold` (constant strings), `dynamic` (getattr, `__import__`, introspection),
+//!   `loading` (the import path, module files written), `modes` (calls an argument
+//!   makes unsafe) and `paths` (filesystem calls).
 //! - `fstring`: a syntax error from a Python 3.12 f-string gets a hint.
 
 mod depth;

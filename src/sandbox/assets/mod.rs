@@ -6,7 +6,7 @@
 //!   process, outside the program's reach, which starts the interpreter under the
 //!   kernel's layers (seccomp: no process under a policy that denies them; Landlock:
 //!   writes only to the sandbox's folders, nothing under /proc) and alone talks to the
-//!   server ([`guard`] writes its command line);
+//!   server (`guard` writes its command line);
 //! - `python_guard.py`: Python's bootstrap, with the audit hooks that explain early
 //!   (rule and line) what the policy denies;
 //! - `node_guard.cjs`: Node's bootstrap and guard, beside Node's permission model and

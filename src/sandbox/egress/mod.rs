@@ -1,7 +1,7 @@
 //! Network by name: under `network: { allow: [...] }` a box still has no network at
 //! all (loopback only). Its one way out is the backend's egress route (for Docker, a
 //! Unix socket mounted into the container), on which this process serves the egress
-//! proxy ([`proxy`]). Inside, the bootstrap relays `127.0.0.1:`[`layout::RELAY_PORT`]
+//! proxy (`proxy`). Inside, the supervisor relays `127.0.0.1:`[`layout::RELAY_PORT`]
 //! to the route, and `HTTP_PROXY` / `HTTPS_PROXY` name it: clients that honour them
 //! reach the listed hosts; nothing else reaches anything (no interface, so no DNS, no
 //! other network, not the host's own services).

@@ -15,7 +15,7 @@
 //!   cannot end a run early or make its end look like something else;
 //! - the call channel: a `read` of one of the channel's fd numbers ([`CHANNEL`]) is
 //!   handed to the supervisor (`SECCOMP_RET_USER_NOTIF`), which answers it only for the
-//!   interpreter's main thread (see [`crate::channel`]);
+//!   interpreter's main thread (see [`crate::supervise`]);
 //! - with the floor (a policy that denies starting processes): `execve` passes only
 //!   when its path argument is the one address the supervisor's own `execve` of the
 //!   interpreter names; any other `execve`, `execveat`, `fork`, `vfork`, and a `clone`
