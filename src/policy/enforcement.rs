@@ -20,6 +20,9 @@ pub struct EnforcedRule {
     pub modules: Vec<String>,
     pub references: Vec<String>,
     pub dynamic: Vec<String>,
+    /// Library functions allowed to evaluate strings on the program's behalf.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evaluators: Vec<String>,
 }
 
 /// A rule named as the reason a whole layer is on.
@@ -161,6 +164,7 @@ fn enforced_rule(rule: &Rule, language: Language) -> Option<EnforcedRule> {
     let modules = collect(|m| m.modules.clone());
     let references = collect(|m| m.references.clone());
     let dynamic = collect(|m| m.dynamic.iter().map(|d| d.0.clone()).collect());
+    let evaluators = collect(|m| m.evaluators.clone());
     if modules.is_empty() && references.is_empty() && dynamic.is_empty() {
         return None;
     }
@@ -170,6 +174,7 @@ fn enforced_rule(rule: &Rule, language: Language) -> Option<EnforcedRule> {
         modules,
         references,
         dynamic,
+        evaluators,
     })
 }
 

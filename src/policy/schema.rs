@@ -356,6 +356,14 @@ pub struct Matcher {
     /// allowed then, to the hosts listed). Under `none` and `bridge` it changes nothing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hosts_outside_allowlist: bool,
+    /// Library functions that evaluate a string the program hands them (`module.function`
+    /// globs, as the run-time layers name the function doing the evaluating, such as
+    /// `sympy.*` or `collections.namedtuple`), which this rule lets run: the code they
+    /// evaluate then runs as the program's own and is judged like it. Any other
+    /// library's evaluation of a string on the program's behalf is refused at run time
+    /// by a rule that denies `exec`. Python only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evaluators: Vec<String>,
 }
 
 /// A dynamic-access kind, checked against the frontends' vocabulary when the file loads.

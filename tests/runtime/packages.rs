@@ -42,12 +42,18 @@ impl Drop for SetVolume {
     }
 }
 
-/// A wheel of `tinypkg` 1.0, built with the host's Python (zipfile, a RECORD).
+/// A wheel of `tinypkg` 1.0, built with the host's Python (zipfile, a RECORD). It also
+/// carries what would run before the sandbox's guard in a Python started the usual
+/// way (a `sitecustomize`, a `usercustomize`, a `.pth` file): each leaves a file in
+/// /tmp if it ever runs.
 fn tiny_wheel() -> Vec<u8> {
     let dir = common::scratch("tiny-wheel");
     let path = dir.join("tinypkg-1.0-py3-none-any.whl");
     let script = "import base64, hashlib, sys, zipfile\n\
                   files = {'tinypkg/__init__.py': \"VALUE = 'from the local index'\\n\",\n\
+                  \x20        'sitecustomize.py': \"open('/tmp/ran-sitecustomize', 'w').close()\\n\",\n\
+                  \x20        'usercustomize.py': \"open('/tmp/ran-usercustomize', 'w').close()\\n\",\n\
+                  \x20        'tinypkg-start.pth': \"import os; open('/tmp/ran-pth', 'w').close()\\n\",\n\
                   \x20        'tinypkg-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\\nName: tinypkg\\nVersion: 1.0\\n',\n\
                   \x20        'tinypkg-1.0.dist-info/WHEEL': 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}\n\
                   record = []\n\
@@ -159,12 +165,13 @@ async fn an_allowed_package_installs_once_and_the_rest_is_refused() {
         .client
         .call_tool(
             "run_python_code",
-            json!({"code": "import tinypkg\nprint(tinypkg.VALUE)", "packages": ["TinyPkg"]}),
+            json!({"code": "import os, tinypkg\nprint(tinypkg.VALUE, sorted(n for n in os.listdir('/tmp') if n.startswith('ran-')))", "packages": ["TinyPkg"]}),
         )
         .await;
+    // The interpreter starts isolated: nothing of the set ran before (or after) the guard.
     assert_eq!(
         structured(&second)["stdout"],
-        "from the local index\n",
+        "from the local index []\n",
         "{second}"
     );
     assert_eq!(

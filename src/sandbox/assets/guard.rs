@@ -115,6 +115,8 @@ impl Guard {
             /// Matplotlib figures are drawn off screen and saved for the supervisor.
             figures: bool,
             workdir: &'a str,
+            /// Where the program may write: code from there is the program's own.
+            writable: Vec<&'a str>,
         }
         serde_json::to_string(&Settings {
             // Started before the code is known, so on whenever the policy refuses code
@@ -127,6 +129,7 @@ impl Guard {
             codegen_rule: self.enforcement.no_codegen.as_ref(),
             figures: self.outputs.figures(),
             workdir: layout::WORKDIR,
+            writable: self.writable_folders(mode),
         })
         .expect("guard settings serialize")
     }
@@ -175,13 +178,7 @@ impl Guard {
         };
         valued("--workdir", layout::WORKDIR);
         valued("--figures", layout::FIGURES);
-        let mut writable: Vec<&str> = vec![layout::WORKDIR];
-        writable.extend(layout::SCRATCH);
-        writable.extend(self.writable.iter().map(String::as_str));
-        if mode.install {
-            writable.push(layout::PACKAGES);
-        }
-        for dir in &writable {
+        for dir in &self.writable_folders(mode) {
             valued("--write", dir);
         }
         for device in WRITABLE_DEVICES {
@@ -221,6 +218,18 @@ impl Guard {
         options
     }
 
+    /// The folders the program may write: the working directory, the scratch folders,
+    /// `rw` mounts, and in the install step the package storage.
+    fn writable_folders(&self, mode: &Mode) -> Vec<&str> {
+        let mut writable: Vec<&str> = vec![layout::WORKDIR];
+        writable.extend(layout::SCRATCH);
+        writable.extend(self.writable.iter().map(String::as_str));
+        if mode.install {
+            writable.push(layout::PACKAGES);
+        }
+        writable
+    }
+
     /// The interpreter's command line and environment.
     fn interpreter(
         &self,
@@ -236,14 +245,18 @@ impl Guard {
                     .clone()
                     .ok_or("the image has no python3 on its PATH")?;
                 // Imported rather than run as a script, so that the bytecode the setup
-                // compiled is used.
+                // compiled is used. Isolated (`-I`: no PYTHON* variable, no user site)
+                // and without `site` (`-S`): nothing of a package set runs before the
+                // guard's hook; the bootstrap adds the site folders after it.
                 argv.extend([
                     python,
+                    "-I".into(),
+                    "-S".into(),
                     "-u".into(),
                     "-B".into(),
                     "-c".into(),
                     format!(
-                        "import sys; sys.path[0] = '{}'; import python_guard",
+                        "import sys; sys.path.insert(0, '{}'); import python_guard",
                         layout::ASSETS
                     ),
                     self.settings(mode),

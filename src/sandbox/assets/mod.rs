@@ -7,8 +7,9 @@
 //!   kernel's layers (seccomp: no process under a policy that denies them; Landlock:
 //!   writes only to the sandbox's folders, nothing under /proc) and alone talks to the
 //!   server (`guard` writes its command line);
-//! - `python_guard.py`: Python's bootstrap, with the audit hooks that explain early
-//!   (rule and line) what the policy denies;
+//! - `python_guard.py`: Python's bootstrap (isolated start-up, the program channel,
+//!   figures, sessions), and `python_hook.py`, the audit hook it installs first, which
+//!   explains early (rule and line) what the policy denies;
 //! - `node_guard.cjs`: Node's bootstrap and guard, beside Node's permission model and
 //!   `--disallow-code-generation-from-strings`.
 //!
@@ -26,6 +27,7 @@ use super::layout;
 /// none.
 const SUPERVISOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sandbox-supervisor"));
 const PYTHON_GUARD: &str = include_str!("python_guard.py");
+const PYTHON_HOOK: &str = include_str!("python_hook.py");
 const NODE_GUARD: &str = include_str!("node_guard.cjs");
 
 /// The supervisor's file name in [`layout::ASSETS`].
@@ -33,10 +35,11 @@ pub const SUPERVISOR_FILE: &str = "supervisor";
 
 /// The files installed into every box, by name under [`layout::ASSETS`], with
 /// their modes.
-pub fn files() -> [(&'static str, &'static [u8], u32); 3] {
+pub fn files() -> [(&'static str, &'static [u8], u32); 4] {
     [
         (SUPERVISOR_FILE, SUPERVISOR, 0o555),
         ("python_guard.py", PYTHON_GUARD.as_bytes(), 0o444),
+        ("python_hook.py", PYTHON_HOOK.as_bytes(), 0o444),
         ("node_guard.cjs", NODE_GUARD.as_bytes(), 0o444),
     ]
 }
@@ -101,11 +104,11 @@ pub fn install_script() -> String {
             bytes.len()
         ));
     }
-    // Python's bootstrap is imported, so its bytecode is compiled once, here, by root
-    // (the sandbox user could not write it, nor change it).
+    // Python's bootstrap and hook are imported, so their bytecode is compiled once,
+    // here, by root (the sandbox user could not write it, nor change it).
     script.push_str(&format!(
         "; if command -v python3 >/dev/null; then \
-         python3 -c 'import py_compile; py_compile.compile(\"python_guard.py\", doraise=True)'; fi\
+         python3 -c 'import py_compile; [py_compile.compile(f, doraise=True) for f in (\"python_guard.py\", \"python_hook.py\")]'; fi\
          ; echo python3=$(command -v python3); echo node=$(command -v node); \
          echo node-version=$(node --version 2>/dev/null); ./{SUPERVISOR_FILE} --probe 2>/dev/null || true"
     ));
