@@ -290,12 +290,14 @@ fn the_static_check_alone_denies_what_it_knows() {
 
 /// Attacks no static check can refuse without refusing ordinary code too: data built
 /// at run time, a `this` chosen by the caller, strings a library the policy lets
-/// evaluate strings is handed (sympy, string annotations), and paths spelled to be
+/// evaluate strings is handed (sympy, string annotations), a library's function
+/// replaced by assignment (`fs.readFileSync`, which the loader uses), and paths spelled to be
 /// `/proc/self/mem` only once resolved (the kernel refuses the write: nothing under
 /// /proc is writable).
 const BEYOND_THE_STATIC_CHECK: &[&str] = &[
     "063_this_constructor_called_on_function.js",
     "064_reflect_construct_constructor.js",
+    "077_replaced_read_file.js",
     "101_logging_config_subscript_store.py",
     "102_logging_config_json.py",
     "103_annotations_dict_store.py",

@@ -36,9 +36,16 @@ impl<'a> Analyzer<'a> {
     /// A module loaded from a file or URL rather than by package name: its code is
     /// not in the snippet (in a sandbox it is a file the snippet wrote, or a string).
     fn push_file_code(&mut self, node: Node<'a>, specifier: &str) {
-        let trimmed = specifier.trim_start();
+        // Read as the WHATWG URL parser reads it: tabs and newlines anywhere are
+        // dropped (`d\tata:` is `data:`). A `#name` is a package's "imports" map,
+        // which a package.json the checker never sees resolves.
+        let spelled: String = specifier
+            .chars()
+            .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+            .collect();
+        let trimmed = spelled.trim_start_matches(|c: char| c <= ' ');
         let lower = trimmed.to_ascii_lowercase();
-        let from_file = trimmed.starts_with(['/', '.', '\\'])
+        let from_file = trimmed.starts_with(['/', '.', '\\', '#'])
             || ["file:", "data:", "blob:", "http:", "https:"]
                 .iter()
                 .any(|scheme| lower.starts_with(scheme));

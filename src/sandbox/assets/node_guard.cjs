@@ -22,8 +22,19 @@
 // writes outside the sandbox's folders whatever happens here, and the supervisor alone
 // reports how the run ended. A refusal writes one record on fd 3 (rule, layer, what was
 // attempted, the snippet's line), which the supervisor passes on, and ends the process at
-// once with status 126. Everything used for that is captured here, before the snippet can
-// replace globals.
+// once with status 126, whatever goes wrong while reporting. It is made hard to switch off
+// cheaply:
+// - nothing it calls can be replaced by the snippet: the methods it uses are captured
+//   before the snippet's first line and called through a captured `Reflect.apply`, loops
+//   go by index (no array iterator), and no object of the snippet's is converted;
+// - the loader's internals are frozen before the snippet's first line (`Module._load`,
+//   `_resolveFilename`, `_findPath`, `_extensions`, the wrapper, the prototype's
+//   `_compile`/`load`/`require`, the `fs` functions the loader reads files with), and a
+//   replaced `Module.wrap` is refused when the next module is compiled;
+// - paths and URLs are judged after resolution (real paths, the WHATWG parser's URL,
+//   `package.json` "imports" maps resolved to the built-in they name), never as spelled;
+// - the stack decides nothing: `Module.prototype._compile` runs only for the file the
+//   loader itself is loading (a token the `.js` handler sets), never for a string.
 'use strict';
 
 (() => {
@@ -50,9 +61,21 @@
   const stringify = JSON.stringify;
   const NativeError = Error;
   const defineProperty = Object.defineProperty;
+  const freeze = Object.freeze;
   const ownNames = Object.getOwnPropertyNames;
-  const startsWith = Function.prototype.call.bind(String.prototype.startsWith);
-  const escaped = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const apply = Reflect.apply;
+  const realpathSync = fs.realpathSync;
+  const pathResolve = require('path').resolve;
+  // String methods, called through `apply`: the snippet may replace the prototype's.
+  const uncurry = (method) => (self, a, b) => apply(method, self, [a, b]);
+  const startsWith = uncurry(String.prototype.startsWith);
+  const endsWith = uncurry(String.prototype.endsWith);
+  const indexOf = uncurry(String.prototype.indexOf);
+  const slice = uncurry(String.prototype.slice);
+  const split = uncurry(String.prototype.split);
+  const replace = uncurry(String.prototype.replace);
+  const regexpExec = uncurry(RegExp.prototype.exec);
+  const escaped = (text) => replace(text, /[.*+?^${}()|[\]\\]/g, '\\$&');
   let lineFinder;
   const setMain = (path) => {
     main = path;
@@ -61,35 +84,62 @@
   setMain(main);
 
   const globMatches = (pattern, name) => {
-    const parts = pattern.split('*');
-    if (parts.length === 1) return pattern === name;
-    if (!name.startsWith(parts[0]) || !name.endsWith(parts[parts.length - 1])) return false;
+    const parts = split(pattern, '*');
+    const count = parts.length;
+    if (count === 1) return pattern === name;
+    if (!startsWith(name, parts[0]) || !endsWith(name, parts[count - 1])) return false;
     let at = parts[0].length;
-    const end = name.length - parts[parts.length - 1].length;
-    for (const middle of parts.slice(1, -1)) {
-      const found = name.indexOf(middle, at);
+    const end = name.length - parts[count - 1].length;
+    for (let i = 1; i < count - 1; i++) {
+      const middle = parts[i];
+      const found = indexOf(name, middle, at);
       if (found < 0 || found + middle.length > end) return false;
       at = found + middle.length;
     }
     return at <= end;
   };
-  const bare = (name) => (startsWith(name, 'node:') ? name.slice(5) : name);
+  const bare = (name) => (startsWith(name, 'node:') ? slice(name, 5) : name);
   const ruleForModule = (name) => {
-    name = bare(String(name));
-    for (const rule of rules) {
-      for (const pattern of rule.modules || []) {
-        if (globMatches(pattern, name) || startsWith(name, pattern + '/')) return rule;
+    if (typeof name !== 'string') return null;
+    name = bare(name);
+    for (let r = 0; r < rules.length; r++) {
+      const patterns = rules[r].modules || [];
+      for (let p = 0; p < patterns.length; p++) {
+        if (globMatches(patterns[p], name) || startsWith(name, patterns[p] + '/')) return rules[r];
       }
     }
     return null;
   };
   const ruleForReference = (name) => {
-    for (const rule of rules) {
-      for (const pattern of rule.references || []) {
-        if (globMatches(pattern, name)) return rule;
+    for (let r = 0; r < rules.length; r++) {
+      const patterns = rules[r].references || [];
+      for (let p = 0; p < patterns.length; p++) {
+        if (globMatches(patterns[p], name)) return rules[r];
       }
     }
     return null;
+  };
+  // Where the program may write: a file there is the snippet's, not the image's.
+  const writable = settings.writable || ['/sandbox', '/tmp', '/dev/shm'];
+  // The file a path names once `..`, `//` and links (`/proc/self/cwd`, `/proc/self/fd/N`,
+  // a symlink in /tmp) are resolved; as written when it does not exist.
+  const realPath = (path) => {
+    if (typeof path !== 'string') return null;
+    let resolved = pathResolve(path);
+    try {
+      resolved = realpathSync(resolved);
+    } catch {
+      // judged as written
+    }
+    return resolved;
+  };
+  const isWritten = (path) => {
+    const real = realPath(path);
+    if (real === null) return false;
+    for (let i = 0; i < writable.length; i++) {
+      if (real === writable[i] || startsWith(real, writable[i] + '/')) return true;
+    }
+    return false;
   };
   const codeRule =
     settings.codegen_rule ||
@@ -100,32 +150,31 @@
   // Modules the snippet wrote are code the checker never saw.
   const fileRule = rules.find((rule) => (rule.dynamic || []).includes('file-code')) || codeRule;
 
+  // The snippet's line, for the record only (the stack decides nothing).
   const snippetLine = (stack) => {
-    const found = lineFinder.exec(String(stack || ''));
+    const found = typeof stack === 'string' ? regexpExec(lineFinder, stack) : null;
     return found ? Number(found[1]) : null;
   };
 
   const block = (rule, layer, attempted, stack) => {
-    const record = {
-      rule: rule.id,
-      message: rule.message,
-      layer,
-      attempted: String(attempted).slice(0, 200),
-      line: snippetLine(stack === undefined ? new NativeError().stack : stack),
-    };
     try {
+      let line = null;
+      try {
+        line = snippetLine(stack === undefined ? new NativeError().stack : stack);
+      } catch {
+        // no line
+      }
+      const record = {
+        rule: rule.id,
+        message: rule.message,
+        layer,
+        attempted: typeof attempted === 'string' ? slice(attempted, 0, 200) : '<object>',
+        line,
+      };
       writeSync(3, stringify(record) + '\n');
     } finally {
       reallyExit(126);
     }
-  };
-
-  // True when the code calling right now is the snippet's own (or a file it wrote),
-  // read from the stack: frame 0 is this guard, frame 1 its wrapper's caller.
-  const calledBySnippet = (stack) => {
-    const frames = String(stack).split('\n').slice(2, 4).join('\n');
-    return frames.includes(mainDir) || frames.includes('/tmp/') || frames.includes('<anonymous>') ||
-      frames.includes('<call ');
   };
 
   // -- built-in modules -----------------------------------------------------------------
@@ -187,16 +236,48 @@
   }
   if (eager.length) Module.syncBuiltinESMExports();
 
+  const isBuiltin = Module.isBuiltin;
   const originalLoad = Module._load;
   defineProperty(Module, '_load', {
     value: function _load(request, parent, isMain) {
-      const rule = typeof request === 'string' && Module.isBuiltin(request) && ruleForModule(request);
+      if (typeof request !== 'string') throw new TypeError('The "id" argument must be of type string');
+      const rule = isBuiltin(request) && ruleForModule(request);
       if (rule) block(rule, 'node-guard', `require('${request}')`);
-      return originalLoad.apply(this, arguments);
+      return apply(originalLoad, this, arguments);
     },
     writable: false,
     configurable: false,
   });
+  // Judged after resolution too: a `package.json` "imports" map (`#x`) can name a
+  // built-in the request does not.
+  const originalResolve = Module._resolveFilename;
+  defineProperty(Module, '_resolveFilename', {
+    value: function _resolveFilename(request, parent, isMain, options) {
+      const resolved = apply(originalResolve, this, arguments);
+      const rule = typeof resolved === 'string' && isBuiltin(resolved) && ruleForModule(resolved);
+      if (rule) block(rule, 'node-guard', `require of ${resolved}, resolved from ${typeof request === 'string' ? request : '?'}`);
+      return resolved;
+    },
+    writable: false,
+    configurable: false,
+  });
+  // The loader's other internals, and the `fs` functions it reads modules with, are
+  // frozen: a replaced `readFileSync` would hand the loader the snippet's code under a
+  // library's name.
+  for (const [owner, names] of [
+    [Module, ['_findPath', '_nodeModulePaths', 'isBuiltin', 'createRequire', 'Module', '_initPaths']],
+    [Module.prototype, ['load', 'require']],
+    [fs, ['readFileSync', 'realpathSync', 'statSync', 'lstatSync', 'existsSync']],
+    [fs.realpathSync, ['native']],
+  ]) {
+    for (let i = 0; i < names.length; i++) {
+      try {
+        defineProperty(owner, names[i], { writable: false, configurable: false });
+      } catch {
+        // already fixed
+      }
+    }
+  }
 
   if (typeof process.getBuiltinModule === 'function') {
     const original = process.getBuiltinModule;
@@ -224,17 +305,39 @@
 
   // -- code the snippet wrote, or gave as a string --------------------------------------
   if (codeRule) {
-    const written = (filename) =>
-      typeof filename === 'string' &&
-      filename !== main &&
-      (startsWith(filename, mainDir) || startsWith(filename, '/tmp/') || startsWith(filename, '/dev/shm/'));
+    const written = (filename) => typeof filename === 'string' && filename !== main && isWritten(filename);
+    // `_compile` runs for the file the loader is loading, and for nothing else: the
+    // `.js` handler names the module and file it is about to compile.
+    let loading = null;
+    const extensions = Module._extensions;
+    const originalJs = extensions['.js'];
+    const jsHandler = function (module, filename) {
+      loading = { module, filename };
+      try {
+        return apply(originalJs, this, arguments);
+      } finally {
+        loading = null;
+      }
+    };
+    defineProperty(extensions, '.js', { value: jsHandler, writable: false, configurable: false });
+    freeze(extensions);
+    defineProperty(Module, '_extensions', { writable: false, configurable: false });
+    const originalWrap = Module.wrap;
+    const wrapper = Module.wrapper;
+    const wrapperParts = [wrapper[0], wrapper[1]];
     const originalCompile = Module.prototype._compile;
     defineProperty(Module.prototype, '_compile', {
       value: function _compile(content, filename) {
-        const stack = new NativeError().stack;
-        if (written(filename)) block(fileRule, 'node-guard', `require of a file written at run time: ${filename}`);
-        if (calledBySnippet(stack)) block(codeRule, 'node-guard', 'Module.prototype._compile', stack);
-        return originalCompile.apply(this, arguments);
+        const expected = loading;
+        loading = null;
+        if (Module.wrap !== originalWrap || wrapper[0] !== wrapperParts[0] || wrapper[1] !== wrapperParts[1]) {
+          block(codeRule, 'node-guard', 'Module.wrap replaced: every module would be compiled from its strings');
+        }
+        if (written(filename)) block(fileRule, 'node-guard', `require of a file written at run time: ${realPath(filename)}`);
+        if (expected === null || expected.module !== this || expected.filename !== filename) {
+          block(codeRule, 'node-guard', 'Module.prototype._compile of a string');
+        }
+        return apply(originalCompile, this, arguments);
       },
       writable: false,
       configurable: false,
@@ -245,33 +348,87 @@
     // built-ins need no hook: `import` hands out the same exports, already reporters.)
     const report = Symbol.for('code-sandbox-mcp.guard');
     defineProperty(globalThis, report, {
-      value: (what, module) => block((module && ruleForModule(module)) || codeRule, 'node-guard', what),
+      // The hooks thread wrote the record: this only ends the process.
+      value: () => reallyExit(126),
       writable: false,
       configurable: false,
       enumerable: false,
     });
+    const builtinNames = Module.builtinModules;
+    const deniedBuiltins = [];
+    const deniedRules = {};
+    for (let i = 0; i < builtinNames.length; i++) {
+      const rule = ruleForModule(builtinNames[i]);
+      if (rule) {
+        deniedBuiltins[deniedBuiltins.length] = builtinNames[i];
+        deniedRules[builtinNames[i]] = { id: rule.id, message: rule.message };
+      }
+    }
     const hooks = `
       // Started before the program arrives, so the main module is the first one
       // resolved with no parent (the snippet itself cannot start another: runMain is
       // a reporter to it).
       let mainUrl = null;
-      const refuse = (what, module) => ({
-        shortCircuit: true,
-        url: 'data:text/javascript,' + encodeURIComponent(
-          'globalThis[Symbol.for("code-sandbox-mcp.guard")](' + JSON.stringify(what) + ',' +
-          JSON.stringify(module || null) + ');'),
-      });
+      // The record is written here, on the hooks thread: a static import of a refused
+      // module fails to link before any module of the program could report it. The
+      // module put in its place ends the process when it runs (a dynamic import).
+      import { writeSync } from 'node:fs';
+      const rules = ${stringify({ code: codeRule, file: fileRule, builtins: deniedRules })};
+      const reported = new Set();
+      const refuse = (what, module, kind) => {
+        const rule = module ? rules.builtins[module] : kind === 'file' ? rules.file : rules.code;
+        // A static import is resolved more than once: one record for it.
+        if (!reported.has(what)) try {
+          reported.add(what);
+          writeSync(3, JSON.stringify({ rule: rule.id, message: rule.message, layer: 'node-guard',
+            attempted: String(what).slice(0, 200), line: null }) + '\\n');
+        } catch {}
+        return {
+          shortCircuit: true,
+          url: 'data:text/javascript,' + encodeURIComponent(
+            'globalThis[Symbol.for("code-sandbox-mcp.guard")]();'),
+        };
+      };
+      // Judged after resolution: the URL as the WHATWG parser reads it (tabs and
+      // newlines in \`d\\tata:\` are gone), a file by its real path, a package's
+      // "imports" map by the built-in it names.
+      import { realpathSync } from 'node:fs';
+      import { fileURLToPath } from 'node:url';
+      const writable = ${stringify(writable)};
+      const denied = ${stringify(deniedBuiltins)};
+      const isWritten = (path) => writable.some((dir) => path === dir || path.startsWith(dir + '/'));
+      const snippetUrl = (url) => {
+        if (typeof url !== 'string' || !url.startsWith('file:')) return url === undefined;
+        let path = fileURLToPath(url);
+        try { path = realpathSync(path); } catch {}
+        return url === mainUrl || isWritten(path);
+      };
       export async function resolve(specifier, context, next) {
-        if (/^\\s*(data|blob):/i.test(specifier)) return refuse('import of ' + specifier.slice(0, 60));
+        let early = null;
+        try { early = new URL(specifier).protocol; } catch {}
+        if (early === 'data:' || early === 'blob:') return refuse('import of ' + String(specifier).slice(0, 60));
         const resolved = await next(specifier, context);
         const url = resolved.url;
         if (mainUrl === null && context.parentURL === undefined) {
           mainUrl = url;
           return resolved;
         }
-        const written = url !== mainUrl && (url.startsWith('file:///tmp/') ||
-          url.startsWith('file:///dev/shm/') || url.startsWith(${stringify('file://' + mainDir)}));
-        if (written) return refuse('import of a file written at run time: ' + url);
+        let protocol = null;
+        try { protocol = new URL(url).protocol; } catch {}
+        if (protocol === 'data:' || protocol === 'blob:') return refuse('import of ' + url.slice(0, 60));
+        if (protocol === 'node:' || !url.includes(':')) {
+          const name = url.startsWith('node:') ? url.slice(5) : url;
+          if (denied.includes(name) || denied.includes(name.split('/')[0])) {
+            const key = denied.includes(name) ? name : name.split('/')[0];
+            if (snippetUrl(context.parentURL)) return refuse('import of ' + url + ' (from ' + specifier + ')', key);
+          }
+          return resolved;
+        }
+        if (protocol === 'file:' && url !== mainUrl) {
+          let path = fileURLToPath(url);
+          try { path = realpathSync(path); } catch {}
+          if (isWritten(path)) return refuse('import of a file written at run time: ' + path, null, 'file');
+        }
         return resolved;
       }
     `;
