@@ -134,8 +134,7 @@ impl Walker<'_> {
             .and_then(|a| fold_str(&*self, a));
         if let (Some(path), Some(mode)) = (path, mode) {
             if loading::writes(&mode) && loading::is_module_file(&path) {
-                let detail = loading::written_detail(&path);
-                self.dynamic(call.range, dynamic::FILE_CODE, detail);
+                self.written_module(&path);
             }
         }
     }

@@ -222,8 +222,7 @@ impl Walker<'_> {
                                 if matches!(attribute.as_str(), "write_text" | "write_bytes")
                                     && loading::is_module_file(path)
                                 {
-                                    let detail = loading::written_detail(path);
-                                    self.dynamic(a.range, dynamic::FILE_CODE, detail);
+                                    self.written_module(path);
                                 }
                             }
                             let method = method_of_unknown_receiver(&attribute)

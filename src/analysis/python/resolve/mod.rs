@@ -219,6 +219,9 @@ pub struct Walker<'a> {
     overflow: Option<usize>,
     /// While walking code parsed out of a string literal: the literal.
     within: Option<Within>,
+    /// Module files the snippet writes (module name, detail): writing one is no
+    /// finding, importing it afterwards is.
+    written_modules: Vec<(String, String)>,
 }
 
 /// A string literal whose text is being walked as code (a string annotation).
@@ -246,6 +249,7 @@ pub fn resolve(body: &[Stmt], index: &LineIndex) -> Result<Vec<Fact>, Refusal> {
         values: initial_entries(&tree),
         global_values: HashMap::new(),
         changed: false,
+        written_modules: Vec::new(),
         depth: 0,
         too_deep: None,
         overflow: None,
@@ -300,7 +304,29 @@ impl<'a> Walker<'a> {
 
     // ---- facts ------------------------------------------------------------------
 
+    /// A module file the snippet writes: no finding, but an import of its module
+    /// later on is code the checker never saw.
+    fn written_module(&mut self, path: &str) {
+        let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
+        let stem = file.split('.').next().unwrap_or(file).to_string();
+        if !stem.is_empty() {
+            self.written_modules
+                .push((stem, loading::written_detail(path)));
+        }
+    }
+
     fn fact(&mut self, range: TextRange, kind: FactKind) {
+        if let FactKind::Import { module } = &kind {
+            let top = module.split('.').next().unwrap_or(module);
+            let written = self
+                .written_modules
+                .iter()
+                .find(|(stem, _)| stem == top)
+                .map(|(_, detail)| detail.clone());
+            if let Some(detail) = written {
+                self.dynamic(range, dynamic::FILE_CODE, detail);
+            }
+        }
         let range = match self.within {
             Some(within) if !within.exact || !within.literal.contains_range(range) => {
                 within.literal
