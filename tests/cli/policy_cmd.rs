@@ -237,7 +237,7 @@ fn the_starter_and_each_of_its_examples_are_valid() {
     let starter = std::fs::read_to_string(dir.join(".code-sandbox.yaml")).unwrap();
     for needle in [
         "allow: [",
-        "code-sandbox-mcp-python:1",
+        "code-sandbox-mcp-python:2",
         "# packages:",
         "# mounts:",
         "# outputs:",

@@ -13,6 +13,7 @@ mod e2e_clients;
 mod guard;
 mod mcp_server;
 mod network;
+mod ordinary;
 mod outputs;
 mod packages;
 mod sandbox;
@@ -28,6 +29,7 @@ fn main() -> std::process::ExitCode {
             guard::tests,
             mcp_server::tests,
             network::tests,
+            ordinary::tests,
             outputs::tests,
             packages::tests,
             sandbox::tests,

@@ -9,6 +9,9 @@
 ARG BASE=debian:trixie-slim
 FROM ${BASE}
 
+# `localhost` resolves in every box, whatever /etc/hosts holds (the engine writes none
+# for a box without networking, and hides the image's): glibc asks nss-myhostname,
+# which knows `localhost` itself, after the hosts file.
 # Recommends are left out: they bring documentation and build tools (npm, gyp) that a
 # sandbox never uses. The lists go afterwards, as the image never runs apt.
 # npm is there for the policy's `packages:` (installed in a step of their own, into a
@@ -28,7 +31,9 @@ RUN set -eux; \
         node-cheerio \
         node-d3 \
         npm \
+        libnss-myhostname \
     ; \
+    sed -i 's/^hosts:.*/hosts:          files myhostname dns/' /etc/nsswitch.conf; \
     apt-get clean; \
     rm -rf /var/lib/apt/lists/*
 

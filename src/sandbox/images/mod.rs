@@ -14,9 +14,9 @@ use std::collections::HashMap;
 /// The Python image's name. The tag is the definition's version: bump it whenever
 /// python.Dockerfile changes, so an image built from the old text is never taken for
 /// the new one by a server that only knows the name.
-pub const PYTHON_IMAGE: &str = "code-sandbox-mcp-python:1";
+pub const PYTHON_IMAGE: &str = "code-sandbox-mcp-python:2";
 /// The JavaScript image's name; bump its tag whenever javascript.Dockerfile changes.
-pub const JAVASCRIPT_IMAGE: &str = "code-sandbox-mcp-javascript:1";
+pub const JAVASCRIPT_IMAGE: &str = "code-sandbox-mcp-javascript:2";
 
 const PYTHON_DOCKERFILE: &str = include_str!("python.Dockerfile");
 const JAVASCRIPT_DOCKERFILE: &str = include_str!("javascript.Dockerfile");
@@ -93,10 +93,10 @@ mod tests {
 
     #[test]
     fn each_language_has_its_own_definition_and_name() {
-        assert_eq!(built_image(Language::Python), "code-sandbox-mcp-python:1");
+        assert_eq!(built_image(Language::Python), "code-sandbox-mcp-python:2");
         assert_eq!(
             built_image(Language::JavaScript),
-            "code-sandbox-mcp-javascript:1"
+            "code-sandbox-mcp-javascript:2"
         );
         assert!(dockerfile(Language::Python).contains("python3-numpy"));
         assert!(dockerfile(Language::JavaScript).contains("node-lodash"));

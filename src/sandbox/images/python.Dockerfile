@@ -9,6 +9,9 @@
 ARG BASE=debian:trixie-slim
 FROM ${BASE}
 
+# `localhost` resolves in every box, whatever /etc/hosts holds (the engine writes none
+# for a box without networking, and hides the image's): glibc asks nss-myhostname,
+# which knows `localhost` itself, after the hosts file.
 # pip is there for the policy's `packages:` (installed in a step of their own, into a
 # cache the runs mount read-only), never for the code a run executes.
 # Recommends are left out: they bring fonts, documentation and GUI toolkits that a
@@ -30,7 +33,9 @@ RUN set -eux; \
         python3-sympy \
         python3-seaborn \
         python3-pip \
+        libnss-myhostname \
     ; \
+    sed -i 's/^hosts:.*/hosts:          files myhostname dns/' /etc/nsswitch.conf; \
     apt-get clean; \
     rm -rf /var/lib/apt/lists/*
 
