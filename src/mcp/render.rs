@@ -129,6 +129,12 @@ fn completed_header(result: &RunResult) -> String {
     if result.oom_killed {
         how.push("OUT OF MEMORY: killed at the memory limit".to_string());
     }
+    if result.killed_outside {
+        how.push(
+            "KILLED FROM OUTSIDE: the container was removed or killed by another program"
+                .to_string(),
+        );
+    }
     if result.truncated {
         how.push("output truncated at the output limit".to_string());
     }

@@ -165,6 +165,10 @@ pub struct RunResult {
     pub timed_out: bool,
     /// The memory limit was reached and the run was killed.
     pub oom_killed: bool,
+    /// Something outside the sandbox (another program on the machine) removed or
+    /// killed the container: the run did not end by itself, nor by a limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub killed_outside: bool,
     /// Output went past the output limit and was cut.
     pub truncated: bool,
     /// How long the run took, in milliseconds (0 when it did not run).
@@ -211,6 +215,7 @@ impl RunResult {
             stderr: String::new(),
             timed_out: false,
             oom_killed: false,
+            killed_outside: false,
             truncated: false,
             duration_ms: 0,
             findings: Vec::new(),
@@ -262,6 +267,7 @@ impl RunResult {
             stderr: outcome.stderr,
             timed_out: outcome.timed_out,
             oom_killed: outcome.oom_killed,
+            killed_outside: outcome.killed_outside,
             truncated: outcome.truncated,
             duration_ms: outcome.duration_ms,
             findings,

@@ -40,7 +40,13 @@ pub struct Executed {
     pub explained: Vec<Vec<u8>>,
     /// The system calls the kernel refused: which, and what they named.
     pub refused: Vec<(String, String)>,
+    /// The box ended without the supervisor's end frame, and the sandbox did not end
+    /// it: removed or killed from outside (or out of memory: the caller tells).
+    pub outside: bool,
 }
+
+/// What a run that something outside the sandbox ended says on its stderr.
+pub const KILLED_OUTSIDE: &str = "the container was removed or killed from outside the sandbox";
 
 /// How often the box is asked whether it still runs (a supervisor that died without
 /// its end frame: killed from outside).
@@ -180,10 +186,18 @@ pub async fn execute(
         }
         None => {
             // The box ended without the supervisor's word: killed or removed from
-            // outside (or the supervisor ran out of memory). The engine says how.
+            // outside (or the supervisor ran out of memory). The engine says how; a
+            // box that is gone was removed.
             executed.ended = true;
+            executed.outside = true;
             executed.exit_code = match exit_code(backend, &id).await {
                 Some(code) => code,
+                None if box_stopped || matches!(backend.status(&id).await, BoxStatus::Gone) => {
+                    if let Some(reason) = &stream_error {
+                        tracing::debug!(container = short(&id), %reason, "the box is gone");
+                    }
+                    KILLED_EXIT_CODE
+                }
                 None => {
                     let reason = stream_error.unwrap_or_else(|| "the exit code never came".into());
                     return Err(SandboxError::Engine(format!(

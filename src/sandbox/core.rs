@@ -205,6 +205,18 @@ impl Core {
                 .iter()
                 .filter_map(|record| findings::explained(record, &self.policy)),
         );
+        // Ended from outside: not by the sandbox, and not by the OOM killer.
+        let killed_outside = executed.outside && !oom_killed && !executed.timed_out;
+        let mut stderr = executed.stderr;
+        if killed_outside {
+            if !stderr.is_empty() && !stderr.ends_with('\n') {
+                stderr.push('\n');
+            }
+            stderr.push_str(&format!(
+                "code-sandbox-mcp: {}\n",
+                super::call::KILLED_OUTSIDE
+            ));
+        }
         let mut returned = executed
             .files
             .map(|(entries, unlisted)| files_out::from_entries(entries, unlisted, &self.policy))
@@ -213,10 +225,11 @@ impl Core {
         Ok(RunOutcome {
             exit_code: executed.exit_code,
             stdout: executed.stdout,
-            stderr: executed.stderr,
+            stderr,
             blocked,
             timed_out: executed.timed_out,
             oom_killed,
+            killed_outside,
             truncated: executed.truncated,
             duration_ms: executed.duration.as_millis() as u64,
             files: returned.files,

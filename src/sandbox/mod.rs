@@ -125,6 +125,10 @@ pub struct RunOutcome {
     pub timed_out: bool,
     /// The memory limit was reached and the kernel killed the process.
     pub oom_killed: bool,
+    /// The container was removed or killed by something other than the sandbox (another
+    /// program on the machine): the run ended without the sandbox's word on it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub killed_outside: bool,
     /// Output went past `limits.output` and was cut (a marker says where).
     pub truncated: bool,
     /// A run-time layer stopped the program: what it tried, under which rule.

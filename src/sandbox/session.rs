@@ -299,6 +299,8 @@ impl Sessions {
                 "the call reached its time limit, so the session was ended".to_string()
             } else if outcome.oom_killed {
                 "the program ran out of memory, so the session was ended".to_string()
+            } else if outcome.killed_outside {
+                format!("{}, which ends the session", super::call::KILLED_OUTSIDE)
             } else {
                 format!(
                     "the program exited (exit code {}), which ends the session",

@@ -11,6 +11,7 @@ crate::common::harness::tests! {
     multi_thread(2) javascript_sessions_keep_imports_and_awaited_values needs common::DOCKER;
     multi_thread(2) a_timed_out_or_exited_session_ends_and_says_so needs common::DOCKER;
     multi_thread(2) an_out_of_memory_call_ends_its_session_and_says_so needs common::DOCKER;
+    multi_thread(2) a_container_removed_from_outside_ends_its_session_and_says_so needs common::DOCKER;
     multi_thread(2) the_policy_sets_whether_sessions_exist_how_many_and_how_long needs common::DOCKER;
 }
 
@@ -250,6 +251,56 @@ async fn a_timed_out_or_exited_session_ends_and_says_so() {
         .as_str()
         .unwrap()
         .contains("exit code 3"));
+    server.close().await;
+    let left = image.wait_for_containers(|now| now.is_empty()).await;
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Another program on the machine removes the session's container mid-call: the call
+/// says so, not "exit code 137", and the session's end reason names it.
+async fn a_container_removed_from_outside_ends_its_session_and_says_so() {
+    let (image, mut server) = server_with("session-outside", "").await;
+    python(&mut server, Some("o"), "x = 1").await;
+    let containers = image.containers();
+    assert_eq!(containers.len(), 1, "{containers:?}");
+    let victim = containers[0].clone();
+    let remover = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        std::process::Command::new("docker")
+            .args(["rm", "-f", &victim])
+            .output()
+            .expect("docker rm")
+    });
+    let slow = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({ "code": "import time\nprint('started', flush=True)\ntime.sleep(60)", "session": "o", "timeout": 30 }),
+        )
+        .await;
+    assert!(remover.join().unwrap().status.success());
+    let result = structured(&slow);
+    assert_eq!(result["stdout"], "started\n", "{slow}");
+    assert_eq!(result["timed_out"], false, "{slow}");
+    assert_eq!(result["oom_killed"], false, "{slow}");
+    assert_eq!(result["killed_outside"], true, "{slow}");
+    assert!(
+        result["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("removed or killed from outside the sandbox"),
+        "{slow}"
+    );
+    assert!(
+        result["session"]["ended"]
+            .as_str()
+            .unwrap()
+            .contains("removed or killed from outside the sandbox"),
+        "{slow}"
+    );
+    // The next call starts a new session.
+    let after = python(&mut server, Some("o"), &defined("x")).await;
+    assert_eq!(stdout(&after), "False\n", "a new session: {after}");
     server.close().await;
     let left = image.wait_for_containers(|now| now.is_empty()).await;
     assert!(left.is_empty(), "{left:?}");
