@@ -76,7 +76,7 @@ fn policy() -> Arc<Policy> {
     common::test_policy(|policy| {
         policy.pool.size = 2;
         policy.pool.max_concurrent = 2;
-        policy.limits.timeout = HumanDuration(Duration::from_secs(15));
+        policy.limits.timeout = HumanDuration(Duration::from_secs(45));
         policy.images.python = vec![python];
         policy.images.javascript = vec![javascript];
     })
@@ -236,9 +236,10 @@ async fn harmless_code_runs() {
         .map(|v| match &v.outcome {
             None => format!("{}: denied by the check", name(&v.file)),
             Some(o) => format!(
-                "{}: exit {}, blocked {:?}, stderr {}",
+                "{}: exit {}{}, blocked {:?}, stderr {}",
                 name(&v.file),
                 o.exit_code,
+                if o.timed_out { " (timed out)" } else { "" },
                 o.blocked.iter().map(|f| &f.message).collect::<Vec<_>>(),
                 o.stderr.chars().take(300).collect::<String>()
             ),
@@ -257,25 +258,30 @@ async fn harmless_code_runs() {
 }
 
 /// The run-time layers switched off leave the static check alone: how much of the
-/// corpus it refuses before anything runs.
+/// corpus it refuses before anything runs. `strict` denies everything the check
+/// knows; `default` only reports what merely kept the check complete (introspection,
+/// computed attributes, deserialization: the kernel, the container and the run-time
+/// guard stop what those lead to, as the tests above show).
 fn the_static_check_alone_denies_what_it_knows() {
-    let policy = policy();
-    let engine = PolicyEngine::new(policy.as_ref().clone());
     let attacks = files("fixtures/attacks");
-    let mut passed: Vec<String> = attacks
-        .iter()
-        .filter(|(path, language)| {
-            let source = std::fs::read_to_string(path).unwrap();
-            !engine.check(*language, &source).unwrap().denied()
-        })
-        .map(|(path, _)| path.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
-    passed.sort();
-    eprintln!(
-        "static check alone: {} of {} attacks denied",
-        attacks.len() - passed.len(),
-        attacks.len()
-    );
+    let passed_with = |preset: &str| {
+        let engine = PolicyEngine::new(Policy::preset(preset).expect("a preset"));
+        let mut passed: Vec<String> = attacks
+            .iter()
+            .filter(|(path, language)| {
+                let source = std::fs::read_to_string(path).unwrap();
+                !engine.check(*language, &source).unwrap().denied()
+            })
+            .map(|(path, _)| path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        passed.sort();
+        eprintln!(
+            "static check alone, {preset}: {} of {} attacks denied",
+            attacks.len() - passed.len(),
+            attacks.len()
+        );
+        passed
+    };
     // 130 of 162 at first; 143 after the name resolvers joined the default policy; all
     // of those 162 once string annotations, type-parameter bounds, module files,
     // `with`, the wrapper's `arguments` and function constructors were known. The
@@ -283,8 +289,19 @@ fn the_static_check_alone_denies_what_it_knows() {
     // a `this` chosen by the caller); the run-time tests above show them stopped.
     // A new attack the check misses must be taught to it or listed here.
     assert_eq!(
-        passed, BEYOND_THE_STATIC_CHECK,
-        "attacks the static check lets through, against those known to be beyond it"
+        passed_with("strict"),
+        BEYOND_THE_STATIC_CHECK,
+        "attacks the static check lets through under strict, against those known to be beyond it"
+    );
+    // Under default, the attacks it lets through more are those that need one of the
+    // rules `default` only warns about.
+    let warned: Vec<String> = passed_with("default")
+        .into_iter()
+        .filter(|name| !BEYOND_THE_STATIC_CHECK.contains(&name.as_str()))
+        .collect();
+    assert_eq!(
+        warned, WARNED_BY_DEFAULT,
+        "attacks only strict denies statically"
     );
 }
 
@@ -303,12 +320,29 @@ const BEYOND_THE_STATIC_CHECK: &[&str] = &[
     "103_annotations_dict_store.py",
     "117_string_annotation_arithmetic.py",
     "118_inspect_signature_eval_str.py",
-    "119_proc_mem_double_slash.py",
-    "120_proc_mem_dotdot.py",
-    "121_proc_mem_dir_fd.py",
-    "122_proc_mem_symlink.py",
     "123_proc_mem_pathlike.py",
     "124_proc_mem_task.py",
     "126_sympify_process.py",
     "127_sympify_exec_inside.py",
+];
+
+/// Attacks the static check finds only through rules `default` reports and `strict`
+/// denies (an object-graph walk, an attribute picked by a computed name, a pickle, a
+/// path outside the sandbox's folders).
+/// Each one is stopped at run time or by the kernel all the same.
+const WARNED_BY_DEFAULT: &[&str] = &[
+    "024_reduce_getattr.py",
+    "062_pickle_raw_bytes.py",
+    "066_subclasses_wrap_close.py",
+    "067_function_globals.py",
+    "069_generator_frame.py",
+    "070_traceback_frame.py",
+    "080_module_dict.py",
+    "091_code_replace.py",
+    "099_globals_builtins_exec.py",
+    "119_proc_mem_double_slash.py",
+    "120_proc_mem_dotdot.py",
+    "121_proc_mem_dir_fd.py",
+    "122_proc_mem_symlink.py",
+    "137_pickle_loads_exec.py",
 ];

@@ -12,9 +12,28 @@
 use super::super::dynamic;
 use super::super::FactKind;
 use super::scope::ScopeId;
+use super::values::Val;
 use super::Analyzer;
 use super::{Field, NodeExt};
 use tree_sitter::Node;
+
+/// What a JSON file's name ends in: Node reads such a file with `JSON.parse`, as data.
+const JSON_SUFFIX: &str = ".json";
+
+/// The functions that join paths, whose result ends as their last argument does.
+const PATH_JOINS: &[&str] = &[
+    "path.join",
+    "path.resolve",
+    "path.posix.join",
+    "path.posix.resolve",
+];
+
+/// A specifier of a JSON file (data, not code), spelled as a path or a package's
+/// subpath; never a URL (`data:…,code//.json` is code).
+fn is_json_file(specifier: &str) -> bool {
+    let file = specifier.rsplit('/').next().unwrap_or(specifier);
+    specifier.ends_with(JSON_SUFFIX) && file.len() > JSON_SUFFIX.len() && !specifier.contains(':')
+}
 
 /// A module specifier as the policy names it: `node:fs` is `fs`.
 pub fn normalize(specifier: &str) -> &str {
@@ -81,12 +100,54 @@ impl<'a> Analyzer<'a> {
         let vals = self.eval(name_node, scope, 0);
         let (names, other) = vals.strings();
         for name in names {
+            if is_json_file(&name) {
+                continue;
+            }
             self.push_file_code(call, &name);
             let module = normalize(&name).to_string();
             self.push(call, FactKind::Import { module });
         }
-        if other {
+        if other && !self.ends_in_json(name_node, scope) {
             self.push_dynamic_import(call, what);
+        }
+    }
+
+    /// `require(path.join(__dirname, `config.${env}.json`))`, `require(dir + '/a.json')`:
+    /// whatever the computed part, the name ends in `.json`, which no built-in does.
+    fn ends_in_json(&self, node: Node<'a>, scope: ScopeId) -> bool {
+        let node = super::values::strip_parens(node);
+        match node.kind() {
+            "string" => self.string_value(node).ends_with(JSON_SUFFIX),
+            "template_string" => {
+                // The text after the last substitution.
+                let mut cursor = node.walk();
+                let last = node.named_children(&mut cursor).last();
+                last.is_some_and(|part| {
+                    part.kind() == "string_fragment" && self.text(part).ends_with(JSON_SUFFIX)
+                })
+            }
+            "binary_expression" => {
+                node.field(Field::Operator).is_some_and(|o| o.kind() == "+")
+                    && node
+                        .field(Field::Right)
+                        .is_some_and(|right| self.ends_in_json(right, scope))
+            }
+            "call_expression" => {
+                let joins = node.field(Field::Function).is_some_and(|callee| {
+                    let values = self.eval(callee, scope, 0).items;
+                    !values.is_empty()
+                        && values.iter().all(|value| {
+                            matches!(value, Val::Name(name) if PATH_JOINS.contains(&name.as_str()))
+                        })
+                });
+                let last = node.field(Field::Arguments).and_then(|args| {
+                    let mut cursor = args.walk();
+                    let children: Vec<Node<'a>> = args.named_children(&mut cursor).collect();
+                    children.into_iter().rfind(|c| c.kind() != "comment")
+                });
+                joins && last.is_some_and(|last| self.ends_in_json(last, scope))
+            }
+            _ => false,
         }
     }
 

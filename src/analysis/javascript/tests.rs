@@ -189,6 +189,23 @@ fn feature_tests_are_inert() {
 }
 
 #[test]
+fn a_prototype_is_no_use_of_its_constructor() {
+    let src =
+        "Object.getPrototypeOf(f) === Function.prototype; const call = Function.prototype.call;";
+    assert!(!facts(src).iter().any(|f| f.ends_with("ref Function")));
+    assert!(has("Function.prototype.constructor('x')", "1:ref Function"));
+    assert!(has("Function.call(null, 'x')", "1:ref Function"));
+    assert!(has(
+        "new Function.prototype.constructor('x')",
+        "1:ref Function"
+    ));
+    assert!(has(
+        "Object.getOwnPropertyDescriptor(Function.prototype, 'constructor')",
+        "1:ref Function"
+    ));
+}
+
+#[test]
 fn implicit_globals_keep_their_meaning() {
     assert!(has("eval = wrap(eval);\neval('x');", "2:ref eval"));
     assert!(has(
@@ -204,4 +221,35 @@ fn long_method_chains_are_linear() {
     let start = std::time::Instant::now();
     let _ = analyze(&src);
     assert!(start.elapsed() < std::time::Duration::from_secs(2));
+}
+
+#[test]
+fn a_json_file_is_data_however_its_name_is_computed() {
+    let prelude = "const path = require('path');\nconst env = process.env.E;\n";
+    for load in [
+        "require('./config.json')",
+        "require(path.join(__dirname, `config.${env}.json`))",
+        "require(__dirname + '/data/' + env + '.json')",
+        "require(`./${env}.json`)",
+    ] {
+        let source = format!("{prelude}{load};");
+        assert!(lacks(&source, "dynamic"), "{load}");
+        assert!(lacks(&source, "import ./"), "{load}");
+    }
+    for load in [
+        "require(env)",
+        "require(path.join(__dirname, env))",
+        "require(`${env}.js`)",
+        "require(env + '.json' + x)",
+        "import('data:text/javascript,x//.json')",
+        "require('./.json')",
+    ] {
+        let source = format!("{prelude}{load};");
+        let all = facts(&source);
+        assert!(
+            all.iter()
+                .any(|f| f.contains("dynamic") || f.contains("import ")),
+            "{load}: {all:?}"
+        );
+    }
 }

@@ -198,6 +198,9 @@ impl<'a> Analyzer<'a> {
 
     /// A name read: a reference when it resolves to a module member or a global.
     fn emit_identifier(&mut self, node: Node<'a>, scope: ScopeId) {
+        if self.is_prototype_owner(node) {
+            return;
+        }
         let name = self.identifier(node);
         let vals = self.name_value(scope, &name);
         for val in vals.items {
@@ -205,6 +208,31 @@ impl<'a> Analyzer<'a> {
                 self.push_reference(node, qualified);
             }
         }
+    }
+
+    /// `Function.prototype` compared or read from: the prototype object is a plain value
+    /// (`Object.getPrototypeOf(f) === Function.prototype`), so the name under it is no
+    /// use of the constructor. The
+    /// member reports itself (`Function.prototype`), and a walk back to the constructor
+    /// (`Function.prototype.constructor`) is `Function` again.
+    fn is_prototype_owner(&self, node: Node<'a>) -> bool {
+        let Some(parent) = node.parent() else {
+            return false;
+        };
+        // Only where it is compared or read further: handed to a function
+        // (`getOwnPropertyDescriptor(Function.prototype, 'constructor')`) it leads back.
+        let read_or_compared = parent.parent().is_some_and(|use_| {
+            matches!(use_.kind(), "binary_expression" | "member_expression")
+                && use_
+                    .field(Field::Object)
+                    .is_none_or(|object| object == parent)
+        });
+        parent.kind() == "member_expression"
+            && read_or_compared
+            && parent.field(Field::Object) == Some(node)
+            && parent
+                .field(Field::Property)
+                .is_some_and(|p| p.kind() == "property_identifier" && self.text(p) == "prototype")
     }
 
     /// `a.b` / `a[k]`: the qualified name it reads, dynamic keys, constructor walks.

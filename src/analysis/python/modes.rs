@@ -46,3 +46,23 @@ pub fn unsafe_call_name(callee: &str, keyword: &str, value: &str) -> String {
     };
     format!("{callee}({keyword}={shown})")
 }
+
+/// Timing functions that take the code they time either as a callable or as a string:
+/// the callable is ordinary code the check sees, the string is code it never does.
+/// (callee, keyword, position) of each argument that may be a statement.
+const STATEMENT_ARGUMENTS: &[(&str, &str, usize)] = &[
+    ("timeit.timeit", "stmt", 0),
+    ("timeit.timeit", "setup", 1),
+    ("timeit.repeat", "stmt", 0),
+    ("timeit.repeat", "setup", 1),
+    ("timeit.Timer", "stmt", 0),
+    ("timeit.Timer", "setup", 1),
+];
+
+/// The arguments of `callee` that run as code when given as strings: (keyword, position).
+pub fn statement_arguments(callee: &str) -> impl Iterator<Item = (&'static str, usize)> + '_ {
+    STATEMENT_ARGUMENTS
+        .iter()
+        .filter(move |(name, _, _)| *name == callee)
+        .map(|(_, keyword, position)| (*keyword, *position))
+}

@@ -301,3 +301,21 @@ print(Account("ann").deposit(10), result["mean"], files())
     }
     println!("min µs: parse {parse} scopes {scopes} resolve (incl. scopes) {resolve}");
 }
+
+#[test]
+fn timeit_statements_given_as_strings_are_string_code() {
+    let code = "import timeit\ns = 'x = 1'\ntimeit.timeit('import os', number=1)\ntimeit.repeat(stmt=s)\nt = timeit.Timer('pass', setup=f'{s}')\n";
+    let found = facts(code);
+    for line in [3, 4, 5] {
+        assert!(
+            found.contains(&format!("{line}: dyn string-code")),
+            "{line}: {found:?}"
+        );
+    }
+    let callable = "from timeit import default_timer, timeit\nstart = default_timer()\ntimeit(lambda: sum(range(9)), number=3)\ntimeit(stmt=print)\n";
+    let found = facts(callable);
+    assert!(
+        !found.iter().any(|f| f.contains("string-code")),
+        "{found:?}"
+    );
+}

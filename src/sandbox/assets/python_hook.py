@@ -357,11 +357,13 @@ def install(settings, guard_file, library_roots):
                     if char not in type_characters:
                         return False
         if name.startswith("timeit.Timer."):
-            # Timing a callable is not running a string; `stmt="..."` is.
+            # Timing a callable is not running a string; `stmt="..."` is. Given a
+            # callable, the Timer's template calls it by a name of its own (`_stmt()`),
+            # which is all that text can do.
             local = asker.f_locals
-            for key in ("stmt", "setup"):
+            for key, own in (("stmt", "_stmt()"), ("setup", "_setup()")):
                 value = local.get(key)
-                if type(value) is str_type and value != "pass":
+                if type(value) is str_type and value != "pass" and value != own:
                     return False
         return True
 

@@ -30,6 +30,7 @@ impl Walker<'_> {
         self.evaluated_later(call, &names);
         self.module_file_written(call, &names);
         self.unsafe_mode(call, &names);
+        self.statement_strings(call, &names);
         let mut out = Vec::new();
         for name in &names {
             if is_import_function(name) {
@@ -105,6 +106,33 @@ impl Walker<'_> {
                 if value.as_deref().is_none_or(|v| v == unsafe_value) {
                     let reported = modes::unsafe_call_name(name, keyword_name, unsafe_value);
                     self.reference(call.range, &reported, false);
+                }
+            }
+        }
+    }
+
+    /// `timeit.timeit("code")`: a statement given as a string runs as code; timing a
+    /// callable (`timeit.timeit(lambda: f(x))`) or `default_timer` is ordinary.
+    pub(super) fn statement_strings(&mut self, call: &ast::ExprCall, names: &[String]) {
+        for name in names {
+            for (keyword_name, position) in modes::statement_arguments(name) {
+                let argument = keyword(call, keyword_name).or_else(|| call.args.get(position));
+                let Some(argument) = argument else {
+                    continue;
+                };
+                let literal = matches!(
+                    argument,
+                    Expr::Constant(ast::ExprConstant {
+                        value: ast::Constant::Str(_) | ast::Constant::Bytes(_),
+                        ..
+                    }) | Expr::JoinedStr(_)
+                        | Expr::BinOp(_)
+                );
+                if literal || fold_str(&*self, argument).is_some() {
+                    let detail = format!(
+                        "`{name}` runs its `{keyword_name}` given as a string as code (time a callable instead: `lambda: ...`)"
+                    );
+                    self.dynamic(argument.range(), dynamic::STRING_CODE, detail);
                 }
             }
         }
