@@ -9,6 +9,7 @@ crate::common::harness::tests! {
     multi_thread(2) state_lasts_within_a_session_and_nowhere_else needs common::DOCKER;
     multi_thread(2) the_check_sees_what_earlier_calls_bound needs common::DOCKER;
     multi_thread(2) javascript_sessions_keep_imports_and_awaited_values needs common::DOCKER;
+    multi_thread(2) a_javascript_session_behaves_like_the_repl needs common::DOCKER;
     multi_thread(2) a_timed_out_or_exited_session_ends_and_says_so needs common::DOCKER;
     multi_thread(2) an_out_of_memory_call_ends_its_session_and_says_so needs common::DOCKER;
     multi_thread(2) a_container_removed_from_outside_ends_its_session_and_says_so needs common::DOCKER;
@@ -213,6 +214,60 @@ async fn javascript_sessions_keep_imports_and_awaited_values() {
     // The session outlives an error; the run-time layers hold throughout.
     let blocked = javascript(&mut server, "js", "process.binding('spawn_sync')").await;
     assert_eq!(structured(&blocked)["status"], "denied", "{blocked}");
+    server.close().await;
+}
+
+/// As in Node's REPL: a cell runs again, an import again; what a call schedules for
+/// soon comes in its own result; an error thrown by a timer is said and the session
+/// goes on; work still running after the grace period is said too.
+async fn a_javascript_session_behaves_like_the_repl() {
+    let (_image, mut server) = server_with("session-repl", "").await;
+    let cell = "import { join } from 'node:path';\nconst os = require('node:os');\nlet count = (globalThis.count || 0) + 1;\nclass Box { constructor(v) { this.v = v } }\nconsole.log(count, join('a', 'b'), typeof os.cpus, new Box(2).v)";
+    let first = javascript(&mut server, "repl", cell).await;
+    assert_eq!(stdout(&first), "1 a/b function 2\n", "{first}");
+    let again = javascript(&mut server, "repl", cell).await;
+    assert_eq!(stdout(&again), "2 a/b function 2\n", "the same cell again: {again}");
+    assert_eq!(structured(&again)["exit_code"], 0, "{again}");
+
+    let soon = javascript(
+        &mut server,
+        "repl",
+        "setTimeout(() => console.log('timer'), 300);\nPromise.resolve().then(() => console.log('promise'));\nconsole.log('now')",
+    )
+    .await;
+    assert_eq!(stdout(&soon), "now\npromise\ntimer\n", "{soon}");
+
+    let thrown = javascript(
+        &mut server,
+        "repl",
+        "setTimeout(() => { throw new Error('from a timer') }, 20);\nPromise.reject(new Error('unhandled'));\nconsole.log('scheduled')",
+    )
+    .await;
+    assert_eq!(stdout(&thrown), "scheduled\n", "{thrown}");
+    let stderr = structured(&thrown)["stderr"].as_str().unwrap();
+    assert!(stderr.contains("Uncaught Error: from a timer"), "{thrown}");
+    assert!(stderr.contains("Uncaught Error: unhandled"), "{thrown}");
+    assert_eq!(structured(&thrown)["session"]["ended"], Value::Null, "{thrown}");
+    let after = javascript(&mut server, "repl", "console.log(count)").await;
+    assert_eq!(stdout(&after), "2\n", "the session went on: {after}");
+
+    let background = javascript(
+        &mut server,
+        "repl",
+        "globalThis.ticks = 0;\nglobalThis.ticker = setInterval(() => ticks++, 50);\nconsole.log('started')",
+    )
+    .await;
+    assert_eq!(stdout(&background), "started\n", "{background}");
+    let stderr = structured(&background)["stderr"].as_str().unwrap();
+    assert!(stderr.contains("still run in the background"), "{background}");
+    let stopped = javascript(
+        &mut server,
+        "repl",
+        "clearInterval(ticker);\nconsole.log(ticks > 0)",
+    )
+    .await;
+    assert_eq!(stdout(&stopped), "true\n", "{stopped}");
+    assert_eq!(structured(&stopped)["stderr"], "", "{stopped}");
     server.close().await;
 }
 

@@ -1,6 +1,8 @@
 //! A JavaScript session call as a script Node runs in the session's one context, as
 //! its REPL runs a line: top-level `let`, `const`, `class` and functions of one call are
-//! there in the next because scripts share the global scope.
+//! there in the next because scripts share the global scope; they are declared as
+//! `var`s (classes as `var C = class C {}`), so that a call run again, or importing a
+//! name again, declares them anew instead of failing as "already declared".
 //!
 //! Two things a script cannot say are rewritten, on the lines where they stand (so
 //! errors still point at the call's own lines):
@@ -121,12 +123,28 @@ fn rewrite_statement(source: &str, statement: Node, awaits: bool, edits: &mut Ed
                 edits.insert(statement.start_byte(), &format!(";{} = ", text(name)));
             }
         }
+        // A cell run again declares its names again: as Node's REPL lets a line do,
+        // the names of a call are `var`s of the one global scope, which a later call
+        // may declare anew (`const x` twice in two scripts is a SyntaxError).
+        "lexical_declaration" => {
+            if let Some(keyword) = statement.child(0) {
+                edits
+                    .0
+                    .push((keyword.start_byte(), keyword.end_byte(), "var".into()));
+            }
+        }
+        "class_declaration" => {
+            if let Some(name) = statement.child_by_field_name("name") {
+                edits.insert(statement.start_byte(), &format!("var {} = ", text(name)));
+                edits.insert(statement.end_byte(), ";");
+            }
+        }
         _ => {}
     }
 }
 
 /// `import … from 'm'` as the `require` that binds the same names (declared with
-/// `const`, or assigned when the call runs inside its async wrapper).
+/// `var`, so that a later call may import them again, or assigned when the call runs inside its async wrapper).
 fn import_as_require(source: &str, statement: Node, assign: bool) -> Option<String> {
     let text = |node: Node| source[node.byte_range()].to_string();
     let module = text(statement.child_by_field_name("source")?);
@@ -173,7 +191,7 @@ fn import_as_require(source: &str, statement: Node, assign: bool) -> Option<Stri
         if assign {
             format!("({pattern} = {value});")
         } else {
-            format!("const {pattern} = {value};")
+            format!("var {pattern} = {value};")
         }
     };
     let mut out = String::new();
@@ -206,12 +224,12 @@ mod tests {
         assert!(!awaits);
         assert_eq!(
             script,
-            "const fs = require('node:fs');\nconst path = require('path');\nconst { join: j, sep } = require('path');\nrequire('os');\nconsole.log(1)"
+            "var fs = require('node:fs');\nvar path = require('path');\nvar { join: j, sep } = require('path');\nrequire('os');\nconsole.log(1)"
         );
         let (script, _) = session_script("import d, { a } from 'm';");
-        assert_eq!(script, "const d = require('m'); const { a } = d;");
+        assert_eq!(script, "var d = require('m'); var { a } = d;");
         let (script, _) = session_script("import {\n  a,\n  b,\n} from 'm';\nx");
-        assert_eq!(script, "const { a, b } = require('m');\n\n\n\nx");
+        assert_eq!(script, "var { a, b } = require('m');\n\n\n\nx");
     }
 
     #[test]
@@ -229,8 +247,13 @@ mod tests {
     #[test]
     fn exports_keep_their_declarations_and_other_code_is_untouched() {
         let (script, _) = session_script("export const a = 1;\nexport function f() {}");
-        assert_eq!(script, "const a = 1;\nfunction f() {}");
-        let plain = "let a = 1;\nasync function f() { await a }\n";
+        assert_eq!(script, "var a = 1;\nfunction f() {}");
+        let (script, _) = session_script("let a = 1;\nclass C {}\nif (a) { const b = 2; }");
+        assert_eq!(
+            script,
+            "var a = 1;\nvar C = class C {};\nif (a) { const b = 2; }"
+        );
+        let plain = "a = 1;\nasync function f() { await a }\n";
         assert_eq!(session_script(plain), (plain.to_string(), false));
         assert_eq!(session_script("let ("), ("let (".to_string(), false));
     }

@@ -547,10 +547,34 @@
 
   // Calls one after another in this one context, as Node's REPL runs its lines: scripts
   // share the global scope, so top-level `let`, `const`, `class` and functions of one
-  // call are there in the next. Asking for the next call says this one is done. An
-  // uncaught error outside a call (a timer's) ends the session, as it would end a
-  // program.
+  // call are there in the next. Asking for the next call says this one is done. As in
+  // the REPL, an error thrown by a timer or a callback is reported (on stderr, in the
+  // result of the call running, or else the next one) and the session goes on; a
+  // refusal still ends it.
   function serveSession() {
+    const getActive = process.getActiveResourcesInfo;
+    const now = Date.now;
+    // How long a call waits for the work it scheduled (timers, I/O, promises) to settle
+    // before it is done; what still runs then is said, and its output comes later.
+    const grace = Math.max(0, Number(settings.session_grace_ms) || 1000);
+    const uncaught = (error) => {
+      reportRefusal(error);
+      const text = error && error.stack ? String(error.stack) : String(error);
+      writeSync(2, 'Uncaught ' + text + '\n');
+    };
+    process.on('uncaughtException', uncaught);
+    // Timers, sockets, requests under way: compared with their number when the call
+    // began, so the session's own (its stdio) and earlier calls' are not waited for.
+    const busy = () => apply(getActive, process, []).length;
+    const settle = async (before) => {
+      const until = now() + grace;
+      let left = busy();
+      while (left > before && now() < until) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        left = busy();
+      }
+      return left - before;
+    };
     // What Node's REPL gives its lines: `require` (resolving from the working
     // directory, through the same guarded loader), `module` and `exports`.
     const sessionModule = new Module(mainDir + '[session]', null);
@@ -571,6 +595,7 @@
         envSet = true;
       }
       let result = 0;
+      const before = busy();
       try {
         const value = new Script(code.toString('utf8'), { filename: `<call ${header.call}>` }).runInThisContext();
         if (header.awaits) await value;
@@ -582,8 +607,12 @@
         result = 1;
       }
       // What the call scheduled to run at once (promise callbacks, immediates) runs
-      // before the call is done.
+      // before the call is done, and what it scheduled for later for a short while.
       await new Promise((resolve) => setImmediate(resolve));
+      const running = await settle(before);
+      if (running > 0) {
+        writeSync(2, `code-sandbox-mcp: ${running} timer(s) or request(s) this call started still run in the background; what they print comes with a later call\n`);
+      }
       setImmediate(() => serve(result));
     };
     setImmediate(() => serve(undefined));
