@@ -361,7 +361,8 @@ pub struct Matcher {
     /// `sympy.*` or `collections.namedtuple`), which this rule lets run: the code they
     /// evaluate then runs as the program's own and is judged like it. Any other
     /// library's evaluation of a string on the program's behalf is refused at run time
-    /// by a rule that denies `exec`. Python only.
+    /// by a rule that denies `exec` (in JavaScript: `Function` of a string, named
+    /// `package.function` after the function that asks, such as `lodash.template`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evaluators: Vec<String>,
 }

@@ -307,7 +307,8 @@ fn the_static_check_alone_denies_what_it_knows() {
 
 /// Attacks no static check can refuse without refusing ordinary code too: data built
 /// at run time, a `this` chosen by the caller, strings a library the policy lets
-/// evaluate strings is handed (sympy, string annotations), a library's function
+/// evaluate strings is handed (sympy, string annotations, lodash's template, d3's
+/// converter fed a replaced `JSON.stringify`), a library's function
 /// replaced by assignment (`fs.readFileSync`, which the loader uses), and paths spelled to be
 /// `/proc/self/mem` only once resolved (the kernel refuses the write: nothing under
 /// /proc is writable).
@@ -315,6 +316,8 @@ const BEYOND_THE_STATIC_CHECK: &[&str] = &[
     "063_this_constructor_called_on_function.js",
     "064_reflect_construct_constructor.js",
     "077_replaced_read_file.js",
+    "085_template_code_process.js",
+    "086_d3_converter_injected_function.js",
     "101_logging_config_subscript_store.py",
     "102_logging_config_json.py",
     "103_annotations_dict_store.py",
@@ -338,6 +341,9 @@ const WARNED_BY_DEFAULT: &[&str] = &[
     "069_generator_frame.py",
     "070_traceback_frame.py",
     "080_module_dict.py",
+    "083_lodash_attempt_launders_function.js",
+    "084_forged_prepare_stack_trace.js",
+    "087_callsite_prototype_patched.js",
     "091_code_replace.py",
     "099_globals_builtins_exec.py",
     "119_proc_mem_double_slash.py",

@@ -3,14 +3,19 @@
 //! images' own libraries' headline functions run, files handed in are modules of the
 //! program, and a notebook-style session goes from data in to a figure out.
 
+use crate::common::mcp_client::{structured, InProcess, TestImage};
 use crate::common::{self, request};
 
 use code_sandbox_mcp::analysis::Language;
+use code_sandbox_mcp::policy::PolicyEngine;
 use code_sandbox_mcp::sandbox::{RunOutcome, Sandbox};
+use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 crate::common::harness::tests! {
     multi_thread(2) localhost_resolves_in_every_image needs common::DOCKER;
+    multi_thread(2) the_images_libraries_work_under_the_default_policy needs common::DOCKER;
+    multi_thread(2) a_notebook_session_runs_from_data_in_to_a_figure_out needs common::DOCKER;
 }
 
 /// A sandbox of the test policy (the default preset's rules) on `images`.
@@ -64,4 +69,157 @@ async fn localhost_resolves_in_every_image() {
         );
         sandbox.shutdown().await;
     }
+}
+
+/// The headline functions of the libraries the images ship, called as a script would.
+const PYTHON_LIBRARIES: &str = "import numpy as np, pandas as pd, sympy, scipy.stats, scipy.spatial\n\
+import sklearn.linear_model, seaborn, openpyxl, bs4, PIL.Image\n\
+import matplotlib\n\
+matplotlib.use('Agg')\n\
+import matplotlib.pyplot as plt\n\
+df = pd.DataFrame({'a': [1, 2, 3], 'b': [4, 5, 6]})\n\
+print(df.eval('c = a + b')['c'].tolist(), df.query('a > 1 and b < 6')['a'].tolist(), pd.eval('df.a * 2').tolist())\n\
+x = sympy.Symbol('x')\n\
+print(sympy.sympify('x**2 + 2*x + 1').factor(), sympy.solve(x**2 - 4, x), round(sympy.lambdify(x, sympy.sin(x) ** 2)(1.0), 4))\n\
+print(scipy.stats.norm.cdf(0), scipy.spatial.distance.euclidean([0, 0], [3, 4]))\n\
+print(sklearn.linear_model.LinearRegression().fit([[0], [1], [2]], [0, 2, 4]).coef_.round(3).tolist())\n\
+fig, ax = plt.subplots()\n\
+seaborn.lineplot(x=[1, 2, 3], y=[1, 4, 9], ax=ax)\n\
+fig.savefig('plot.png')\n\
+print(bs4.BeautifulSoup('<p>hi</p>', 'html.parser').p.text, PIL.Image.open('plot.png').size)";
+
+const JAVASCRIPT_LIBRARIES: &str = "const d3 = require('d3');\n\
+const _ = require('lodash');\n\
+const YAML = require('yaml');\n\
+const jsyaml = require('js-yaml');\n\
+const moment = require('moment');\n\
+const { v4: uuid } = require('uuid');\n\
+const { marked } = require('marked');\n\
+const cheerio = require('cheerio');\n\
+const rows = d3.csvParse('name,score\\nada,3\\nbob,5');\n\
+const tsv = d3.tsvParse('a\\tb\\n1\\t2');\n\
+console.log(rows.length, d3.sum(rows, (d) => +d.score), rows.columns.join('|'), tsv[0].b);\n\
+console.log(_.template('<%= name %> scored <%- total %>')({ name: 'all', total: 8 }));\n\
+console.log(YAML.parse('a: 1').a + jsyaml.load('b: 2').b, moment('2024-01-02').format('YYYY'), uuid().length, marked.parse('# hi').trim(), cheerio.load('<i>x</i>')('i').text());";
+
+/// d3's csvParse and lodash's template build functions from strings: the default
+/// policy names them as evaluators, so they work where code generation is refused.
+async fn the_images_libraries_work_under_the_default_policy() {
+    let sandbox = sandbox_on(
+        common::library_image(Language::Python),
+        common::library_image(Language::JavaScript),
+    );
+    let policy = common::test_policy(|_| {});
+    let engine = PolicyEngine::new(policy.as_ref().clone());
+    for (language, code, expected) in [
+        (
+            Language::Python,
+            PYTHON_LIBRARIES,
+            "[5, 7, 9] [2] [2, 4, 6]\n(x + 1)**2 [-2, 2] 0.7081\n0.5 5.0\n[2.0]\nhi (640, 480)\n",
+        ),
+        (
+            Language::JavaScript,
+            JAVASCRIPT_LIBRARIES,
+            "2 8 name|score 2\nall scored 8\n3 2024 36 <h1 id=\"hi\">hi</h1> x\n",
+        ),
+    ] {
+        let report = engine.check(language, code).unwrap();
+        assert!(!report.denied(), "{language:?}: {:?}", report.findings);
+        let outcome = run(&sandbox, language, code).await;
+        assert!(outcome.blocked.is_empty(), "{language:?}: {outcome:?}");
+        assert_eq!(outcome.exit_code, 0, "{language:?}: {outcome:?}");
+        assert_eq!(outcome.stdout, expected, "{language:?}: {outcome:?}");
+    }
+    sandbox.shutdown().await;
+}
+
+async fn call(server: &mut InProcess, arguments: Value) -> Value {
+    server.client.call_tool("run_python_code", arguments).await
+}
+
+/// A notebook, cell after cell in one session on the library image: data handed in,
+/// the idioms the default policy once refused (introspection, computed attributes, a
+/// pickle of its own data, timeit, saving a script), an error that leaves the session
+/// alive, and a figure back.
+async fn a_notebook_session_runs_from_data_in_to_a_figure_out() {
+    let image = TestImage::of(common::library_image(Language::Python), "notebook", 0);
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let data: String = std::iter::once("x,y\n".to_string())
+        .chain((0..20).map(|i| format!("{i},{}\n", i * i)))
+        .collect();
+    let cells: &[(&str, &str)] = &[
+        (
+            "import pandas as pd\nimport numpy as np\ndf = pd.read_csv('data.csv')\nprint(df.shape)",
+            "(20, 2)\n",
+        ),
+        (
+            "df['z'] = df.eval('x * y')\nprint(df.query('z > 1000').shape[0])",
+            "9\n",
+        ),
+        (
+            "ops = ['mean', 'max']\nprint({op: float(getattr(np, op)(df.y)) for op in ops})",
+            "{'mean': 123.5, 'max': 361.0}\n",
+        ),
+        (
+            "class Row:\n    def __init__(self, x):\n        self.x = x\nr = Row(3)\nprint(r.__dict__, vars(r), 'df' in globals())",
+            "{'x': 3} {'x': 3} True\n",
+        ),
+        (
+            "import pickle\nprint(pickle.loads(pickle.dumps(df)).equals(df))",
+            "True\n",
+        ),
+        (
+            "from timeit import default_timer, timeit\nprint(timeit(lambda: df.y.sum(), number=3) >= 0, default_timer() > 0)",
+            "True True\n",
+        ),
+        ("print(undefined_name)", ""),
+        (
+            "open('solution.py', 'w').write('print(1)\\n')\nprint(open('solution.py').read().strip())",
+            "print(1)\n",
+        ),
+        (
+            "import matplotlib.pyplot as plt\nax = df.plot(x='x', y='z')\nplt.show()\nprint(len(df))",
+            "20\n",
+        ),
+    ];
+    for (index, (code, expected)) in cells.iter().enumerate() {
+        let mut arguments = json!({ "code": code, "session": "notebook" });
+        if index == 0 {
+            arguments["files"] = json!([{ "path": "data.csv", "content": data }]);
+        }
+        let result = call(&mut server, arguments).await;
+        let outcome = structured(&result);
+        assert_eq!(outcome["session"]["call"], index + 1, "{result}");
+        assert_eq!(outcome["session"]["ended"], Value::Null, "{result}");
+        assert_eq!(outcome["stdout"], *expected, "cell {}: {result}", index + 1);
+        let refused = outcome["findings"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f["action"] == "deny"));
+        assert!(!refused, "cell {}: {result}", index + 1);
+        if code.contains("undefined_name") {
+            assert_eq!(outcome["exit_code"], 1, "{result}");
+            assert!(outcome["stderr"].as_str().unwrap().contains("NameError"));
+        } else {
+            assert_eq!(outcome["exit_code"], 0, "cell {}: {result}", index + 1);
+        }
+        if code.contains("plt.show") {
+            let figure = outcome["files"]
+                .as_array()
+                .and_then(|files| files.iter().find(|f| f["figure"] == true))
+                .unwrap_or_else(|| panic!("no figure: {result}"));
+            assert_eq!(figure["mime_type"], "image/png", "{result}");
+            let images = result["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|block| block["type"] == "image")
+                .count();
+            assert_eq!(images, 1, "{result}");
+        }
+    }
+    server.close().await;
+    assert!(image
+        .wait_for_containers(|now| now.is_empty())
+        .await
+        .is_empty());
 }

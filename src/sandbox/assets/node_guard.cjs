@@ -53,6 +53,8 @@
   // Taken before denied built-ins become reporters below: the session runs its calls
   // with `vm`, and the program starts through `Module.runMain`.
   const Script = require('vm').Script;
+  const compileFunction = require('vm').compileFunction;
+  const isProxy = require('util').types.isProxy;
   const runMain = Module.runMain;
   const createRequire = Module.createRequire;
   const readSync = fs.readSync;
@@ -465,6 +467,153 @@
     if (codegen) block(codegenRule, 'node-codegen', error.message, error.stack);
   };
   process.on('uncaughtExceptionMonitor', reportRefusal);
+
+  // -- library functions the policy lets build functions from strings -------------------
+  // With code generation from strings off, `Function` fails for everyone: d3's csvParse
+  // (a row converter from the column names) and lodash's template among them. The
+  // policy names such functions (`evaluators`, as `package.function`); the global
+  // `Function` becomes a stand-in that compiles for them alone (with `vm.compileFunction`,
+  // which the switch does not cover) and hands everyone else to the real one, which
+  // refuses. Who asks is read from V8's own call sites, taken by the stand-in: its
+  // callers, as long as they are in one file of a package of the read-only image, must
+  // include a named function. The snippet, a file it wrote and code an evaluator built
+  // are never such a caller; another function of the library it hands `Function` to
+  // (`_.map(['...'], Function)`) meets no named one before the file ends. The code an
+  // evaluator builds runs as the program's own: a process, a denied module or a
+  // further `Function` in it is refused as the program's would be.
+  const evaluators = [];
+  for (let r = 0; r < rules.length; r++) {
+    const named = rules[r].evaluators || [];
+    for (let i = 0; i < named.length; i++) evaluators[evaluators.length] = named[i];
+  }
+  if (codegenRule && evaluators.length) installEvaluatorFunction();
+
+  function installEvaluatorFunction() {
+    const RealFunction = Function;
+    const construct = Reflect.construct;
+    const isArray = Array.isArray;
+    const getPrototypeOf = Object.getPrototypeOf;
+    const ownDescriptor = Object.getOwnPropertyDescriptor;
+    const captureStackTrace = NativeError.captureStackTrace;
+    const identifier = /^[A-Za-z_$][\w$]*$/;
+    const trim = uncurry(String.prototype.trim);
+    // V8 hands its call sites to `Error.prepareStackTrace` (Node reads it from the
+    // global `Error`): the stand-in's own while it captures, the program's otherwise.
+    let capturing = false;
+    let programPrepare = ownDescriptor(NativeError, 'prepareStackTrace')?.value;
+    const sitesOnly = (error, sites) => sites;
+    defineProperty(NativeError, 'prepareStackTrace', {
+      get: () => (capturing ? sitesOnly : programPrepare),
+      set: (value) => {
+        programPrepare = value;
+      },
+      enumerable: false,
+      configurable: false,
+    });
+    defineProperty(globalThis, 'Error', { writable: false, configurable: false });
+    // The call-site methods, taken now: the program can reach the prototype later.
+    const callSites = (skip) => {
+      const limit = ownDescriptor(NativeError, 'stackTraceLimit');
+      if (!limit || !('value' in limit) || !limit.writable) return null;
+      const holder = { __proto__: null };
+      capturing = true;
+      try {
+        NativeError.stackTraceLimit = 24;
+        captureStackTrace(holder, skip);
+        const sites = holder.stack;
+        return isArray(sites) ? sites : null;
+      } catch {
+        return null;
+      } finally {
+        capturing = false;
+        NativeError.stackTraceLimit = limit.value;
+      }
+    };
+    const probe = callSites(callSites);
+    if (!probe || !probe.length) return;
+    const siteProto = getPrototypeOf(probe[0]);
+    const fileOf = siteProto.getFileName;
+    const functionOf = siteProto.getFunctionName;
+    // `/usr/share/nodejs/d3-dsv/dist/d3-dsv.js` is package `d3-dsv`.
+    const packageOf = (file) => {
+      let at = -1;
+      const roots = ['/nodejs/', '/node_modules/'];
+      for (let r = 0; r < roots.length; r++) {
+        const root = roots[r];
+        let found = indexOf(file, root, 0);
+        while (found >= 0) {
+          at = found + root.length;
+          found = indexOf(file, root, at);
+        }
+      }
+      if (at < 0) return null;
+      const parts = split(slice(file, at), '/');
+      if (parts.length < 2) return null;
+      return startsWith(parts[0], '@') ? (parts.length > 2 ? parts[0] + '/' + parts[1] : null) : parts[0];
+    };
+    const askedBy = (standIn) => {
+      const sites = callSites(standIn);
+      if (sites === null || !sites.length) return null;
+      let file = null;
+      for (let i = 0; i < sites.length; i++) {
+        const here = apply(fileOf, sites[i], []);
+        if (typeof here !== 'string' || here[0] !== '/') return null;
+        if (file === null) {
+          if (isWritten(here)) return null;
+          file = here;
+        } else if (here !== file) {
+          return null;
+        }
+        const name = apply(functionOf, sites[i], []);
+        const owner = packageOf(file);
+        if (typeof name !== 'string' || owner === null) continue;
+        const qualified = owner + '.' + name;
+        for (let e = 0; e < evaluators.length; e++) {
+          if (globMatches(evaluators[e], qualified)) return qualified;
+        }
+      }
+      return null;
+    };
+    // Parameters as `Function` takes them (`'a, b'`, or lodash's array of names), when
+    // each is a plain name; anything else goes to the real `Function`.
+    const parameters = (args) => {
+      const names = [];
+      for (let i = 0; i < args.length - 1; i++) {
+        const arg = args[i];
+        let listed;
+        if (typeof arg === 'string') {
+          listed = split(arg, ',');
+        } else if (isArray(arg) && !isProxy(arg)) {
+          listed = [];
+          for (let k = 0; k < arg.length; k++) {
+            const item = ownDescriptor(arg, k);
+            if (!item || typeof item.value !== 'string') return null;
+            listed[listed.length] = item.value;
+          }
+        } else {
+          return null;
+        }
+        for (let k = 0; k < listed.length; k++) {
+          const name = trim(listed[k]);
+          if (regexpExec(identifier, name) === null) return null;
+          names[names.length] = name;
+        }
+      }
+      return names;
+    };
+    const standIn = function Function(...args) {
+      const who = askedBy(standIn);
+      const body = args.length ? args[args.length - 1] : '';
+      const names = who === null || typeof body !== 'string' ? null : parameters(args);
+      if (names === null) {
+        return new.target ? construct(RealFunction, args) : apply(RealFunction, undefined, args);
+      }
+      return apply(compileFunction, undefined, [body, names, { __proto__: null, filename: `<built by ${who}>` }]);
+    };
+    standIn.prototype = RealFunction.prototype;
+    defineProperty(standIn, 'length', { value: 1 });
+    defineProperty(globalThis, 'Function', { value: standIn, writable: true, configurable: true, enumerable: false });
+  }
 
   // -- the program, from the supervisor ----------------------------------------------------
   if (rules.length) {
