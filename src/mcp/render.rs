@@ -158,10 +158,10 @@ fn push_findings(text: &mut String, findings: &[&Finding]) {
             format!(" (run time: {})", finding.layer.as_str())
         };
         // A run-time finding with no place in the code (the egress proxy's) has line 0.
-        let place = if finding.line == 0 {
-            String::new()
-        } else {
-            format!("line {}, column {}: ", finding.line, finding.column)
+        let place = match (&finding.file, finding.line) {
+            (Some(file), line) => format!("{file}, line {line}, column {}: ", finding.column),
+            (None, 0) => String::new(),
+            (None, line) => format!("line {line}, column {}: ", finding.column),
         };
         text.push_str(&format!(
             "- {place}{} [{}]{layer} {}\n",
@@ -342,6 +342,7 @@ mod tests {
             end_line: 2,
             end_column: 10,
             layer: Default::default(),
+            file: None,
         }
     }
 

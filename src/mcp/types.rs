@@ -253,6 +253,7 @@ impl RunResult {
             end_line: 0,
             end_column: 0,
             layer: crate::policy::Layer::EgressProxy,
+            file: None,
         }));
         let status = if outcome.blocked.is_empty() {
             RunStatus::Completed

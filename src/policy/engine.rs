@@ -25,6 +25,10 @@ pub struct Finding {
     /// run-time layer that stopped it. Left out of JSON for static findings.
     #[serde(skip_serializing_if = "Layer::is_static")]
     pub layer: Layer,
+    /// A file handed in with the run (`files`), when the finding is in it rather than
+    /// in the program: its path under the working directory; `line` is its line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
 }
 
 /// The layers that enforce a policy (see docs/security.md).
@@ -517,6 +521,7 @@ fn finding(rule: &Rule, span: Span, what: &str) -> Finding {
         end_line: span.end_line,
         end_column: span.end_column,
         layer: Layer::Static,
+        file: None,
     }
 }
 

@@ -19,7 +19,7 @@
 //! starting boxes, sending programs, shutdown); `pool` (warm interpreters), `install`
 //! (what a package install step is),
 //! `protocol` (the program's bytes in, its records out) and `call` (one program sent
-//! and collected), `capture` (the capped output), `files_in` (files handed in),
+//! and collected), `capture` (the capped output), `files_in` (files handed in), `modules_in` (those of them that are modules of the program),
 //! `files_out` (files and figures back), `egress` (the allowlist proxy), `environment`
 //! (what an image offers), `pass_through` (host variables), `layout` (every path and
 //! port inside a box), `images` (the project's image definitions) and `assets` (what
@@ -37,6 +37,7 @@ pub mod files_out;
 pub mod images;
 pub mod install;
 pub mod layout;
+pub mod modules_in;
 mod pass_through;
 mod pool;
 mod protocol;

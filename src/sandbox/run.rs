@@ -54,7 +54,7 @@ pub async fn run(
     let program = Program {
         file: request.kind.file_name(),
         code: request.code.as_bytes().to_vec(),
-        env: request.env.clone(),
+        env: super::modules_in::with_digests(&request.env, language, &request.files),
         tap: request.tap.clone(),
         call: None,
         files: request.files.clone(),

@@ -275,7 +275,7 @@ impl Sessions {
         let program = Program {
             file: "",
             code: code.into_bytes(),
-            env: request.env.clone(),
+            env: super::modules_in::with_digests(&request.env, language, &request.files),
             tap: request.tap.clone(),
             call: Some((call, awaits)),
             files: request.files.clone(),

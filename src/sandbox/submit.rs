@@ -201,6 +201,12 @@ impl Sandbox {
             Ok(report) => report,
             Err(error) => return not_run(NotRun::Invalid(error.to_string())),
         };
+        // Modules handed in with the run are the program's too: checked the same way.
+        let mut report = report;
+        match super::modules_in::check(self.core.engine(), language, &submission.files) {
+            Ok(findings) => report.findings.extend(findings),
+            Err(error) => return not_run(NotRun::Invalid(error.to_string())),
+        }
         if report.denied() {
             return Submitted {
                 findings: report.findings,

@@ -3,7 +3,7 @@
 //! images' own libraries' headline functions run, files handed in are modules of the
 //! program, and a notebook-style session goes from data in to a figure out.
 
-use crate::common::mcp_client::{structured, InProcess, TestImage};
+use crate::common::mcp_client::{structured, text_of, InProcess, TestImage};
 use crate::common::{self, request};
 
 use code_sandbox_mcp::analysis::Language;
@@ -16,6 +16,7 @@ crate::common::harness::tests! {
     multi_thread(2) localhost_resolves_in_every_image needs common::DOCKER;
     multi_thread(2) the_images_libraries_work_under_the_default_policy needs common::DOCKER;
     multi_thread(2) a_notebook_session_runs_from_data_in_to_a_figure_out needs common::DOCKER;
+    multi_thread(2) modules_handed_in_are_checked_and_importable needs common::DOCKER;
 }
 
 /// A sandbox of the test policy (the default preset's rules) on `images`.
@@ -217,6 +218,71 @@ async fn a_notebook_session_runs_from_data_in_to_a_figure_out() {
             assert_eq!(images, 1, "{result}");
         }
     }
+    server.close().await;
+    assert!(image
+        .wait_for_containers(|now| now.is_empty())
+        .await
+        .is_empty());
+}
+
+/// A `.py` file handed in is a module of the program: checked with it (a finding names
+/// the file and its line), importable when it is what was checked, refused when the
+/// program changed it first.
+async fn modules_handed_in_are_checked_and_importable() {
+    let image = TestImage::new("modules-in", 0);
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let helpers = json!({ "path": "helpers.py", "content": "def double(x):\n    return 2 * x\n" });
+
+    let unused = call(
+        &mut server,
+        json!({ "code": "print(1)", "files": [helpers] }),
+    )
+    .await;
+    assert_eq!(structured(&unused)["exit_code"], 0, "{unused}");
+    assert_eq!(structured(&unused)["stdout"], "1\n", "{unused}");
+
+    let imported = call(
+        &mut server,
+        json!({ "code": "import helpers\nprint(helpers.double(21))", "files": [helpers] }),
+    )
+    .await;
+    assert_eq!(structured(&imported)["stdout"], "42\n", "{imported}");
+    assert_eq!(structured(&imported)["status"], "completed", "{imported}");
+
+    let bad = json!({ "path": "lib/tools.py", "content": "import os\nos.system('id')\n" });
+    let denied = call(
+        &mut server,
+        json!({ "code": "from lib import tools", "files": [bad] }),
+    )
+    .await;
+    assert_eq!(structured(&denied)["status"], "denied", "{denied}");
+    let finding = &structured(&denied)["findings"][0];
+    assert_eq!(finding["file"], "lib/tools.py", "{denied}");
+    assert_eq!(finding["line"], 2, "{denied}");
+    assert_eq!(finding["rule"], "process-exec", "{denied}");
+    assert!(
+        text_of(&denied).contains("lib/tools.py, line 2"),
+        "{denied}"
+    );
+
+    // In a session: imported as handed in, then changed by the program and reloaded.
+    let first = call(
+        &mut server,
+        json!({ "code": "import helpers\nprint(helpers.double(2))", "files": [helpers], "session": "m" }),
+    )
+    .await;
+    assert_eq!(structured(&first)["stdout"], "4\n", "{first}");
+    let changed = call(
+        &mut server,
+        json!({ "code": "open('helpers.py', 'w').write('print(\"changed\")')\nimport importlib\nimportlib.reload(helpers)", "session": "m" }),
+    )
+    .await;
+    assert_eq!(structured(&changed)["status"], "blocked", "{changed}");
+    assert_eq!(structured(&changed)["stdout"], "", "{changed}");
+    assert!(
+        text_of(&changed).contains("changed since it was checked"),
+        "{changed}"
+    );
     server.close().await;
     assert!(image
         .wait_for_containers(|now| now.is_empty())

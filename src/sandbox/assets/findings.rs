@@ -85,6 +85,7 @@ pub fn refused(syscall: &str, detail: &str, rule: Option<&Rule>) -> Finding {
             end_line: 0,
             end_column: 0,
             layer: Layer::Supervisor,
+            file: None,
         },
     }
 }
@@ -100,6 +101,7 @@ fn finding(rule: &Rule, layer: Layer, message: String) -> Finding {
         end_line: 0,
         end_column: 0,
         layer,
+        file: None,
     }
 }
 

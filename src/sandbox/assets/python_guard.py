@@ -147,6 +147,7 @@ def _main(print_exception):
         return
 
     header, source = channel.next()
+    _modules_in(header)
     os.environ.update(header.get("env", {}))
     main_path = header["file"]
     # `python3 main.py` semantics: argv, the script's directory first on the path.
@@ -288,6 +289,21 @@ class _Figures:
         os.environ["MPLBACKEND"] = "module://" + name
 
 
+def _modules_in(header):
+    """Tells the hook the modules handed in with this program or call (their paths and
+    the SHA-256 of the source the static check read), taken out of the environment the
+    program will see."""
+    import json
+    import sys
+
+    env = header.get("env") or {}
+    listed = env.pop("CODE_SANDBOX_MODULES_IN", None)
+    if not listed:
+        return
+    pairs = tuple((str(path), str(digest)) for path, digest in json.loads(listed).items())
+    sys.audit("code-sandbox-mcp.modules-in", pairs)
+
+
 def _run(source, filename, namespace, print_exception):
     """Compiles and runs one program (or session call) in `namespace`; returns 1 when
     it failed (the traceback printed as Python prints it), else 0. `SystemExit` goes
@@ -319,14 +335,21 @@ def _serve_session(channel, namespace, print_exception, figures):
     code comes from the supervisor, its output goes out as it is written, and asking for
     the next call says this one is done. `sys.exit` ends the session (and the
     interpreter)."""
+    import importlib
     import linecache
     import os
     import sys
 
+    # As in Python's REPL, the working directory is where imports look first: a
+    # module handed in with a call can be imported by it.
+    sys.path[0] = os.getcwd()
     status = None
     env_set = False
     while True:
         header, source = channel.next(status)
+        _modules_in(header)
+        # Files of this call were written after the finders last looked.
+        importlib.invalidate_caches()
         if not env_set:
             os.environ.update(header.get("env", {}))
             env_set = True

@@ -49,6 +49,7 @@ def install(settings, guard_file, library_roots):
     getframe = sys._getframe
     realpath = os.path.realpath
     normpath = os.path.normpath
+    lexists = os.path.lexists
     get_ident = _thread.get_ident
     main_thread = get_ident()
     stdout = sys.stdout
@@ -56,6 +57,7 @@ def install(settings, guard_file, library_roots):
     str_type, bytes_type, int_type, tuple_type = str, bytes, int, tuple
     frame_type = type(getframe(0))
     code_type = type(install.__code__)
+    from hashlib import sha256
     try:
         raise LookupError
     except LookupError as error:
@@ -225,7 +227,9 @@ def install(settings, guard_file, library_roots):
     import_names = frozenset(("__import__", "import_module"))
 
     # ---- who asks ---------------------------------------------------------------------
-    state = {"program": None, "code": None}
+    # `modules_in`: the modules handed in with the program, by path, with the SHA-256
+    # of the source the static check read: importing one is importing checked code.
+    state = {"program": None, "code": None, "modules_in": {}}
     snippet_threads = []  # thread handles the snippet started
     raw_threads = [False]  # a thread started without threading, by the snippet
 
@@ -427,6 +431,12 @@ def install(settings, guard_file, library_roots):
         finally:
             exit_now(126)
 
+    def cached_module(path):
+        # `/sandbox/__pycache__/helpers.cpython-313.pyc` caches `/sandbox/helpers.py`.
+        head, _, file = normpath(path).rpartition("/__pycache__/")
+        name = file.split(".")[0]
+        return head + "/" + name + ".py" if head and name else None
+
     def path_of(value):
         kind = type(value)
         if kind is bytes_type:
@@ -485,6 +495,16 @@ def install(settings, guard_file, library_roots):
             frame = getframe(2)
         except ValueError:
             frame = None  # no Python frame: a builtin called by C (atexit, a thread)
+        if event == "code-sandbox-mcp.modules-in":
+            # The bootstrap names the modules handed in: ((path, digest), ...).
+            if frame is not None and frame.f_code.co_filename == guard_file and len(args) == 1:
+                pairs = args[0]
+                if type(pairs) is tuple_type:
+                    for pair in pairs:
+                        if type(pair) is tuple_type and len(pair) == 2:
+                            if type(pair[0]) is str_type and type(pair[1]) is str_type:
+                                state["modules_in"][pair[0]] = pair[1]
+            return
         if event == "code-sandbox-mcp.program":
             # The bootstrap names the program it runs (its file, then its code).
             if frame is not None and frame.f_code.co_filename == guard_file and len(args) == 2:
@@ -530,6 +550,12 @@ def install(settings, guard_file, library_roots):
             # Source or bytecode the snippet wrote, read by the import system.
             if file_rule is not None and path.startswith(writable) and path != state["program"]:
                 if path.endswith((".py", ".pyc", ".pth", ".zip", ".pyw", ".so")) and importing(frame):
+                    if normpath(path) in state["modules_in"]:
+                        return  # handed in and checked: judged by its source when compiled
+                    # The import system looks for a handed-in module's cache first; with
+                    # `-B` none is ever written, so only a missing one is let be looked for.
+                    if path.endswith(".pyc") and cached_module(path) in state["modules_in"] and not lexists(path):
+                        return
                     block(file_rule, "import of a file written at run time", (path,), frame)
             return
         if event == "import":
@@ -547,6 +573,12 @@ def install(settings, guard_file, library_roots):
             if event == "compile":
                 filename = args[1] if len(args) > 1 else None
                 if type(filename) is str_type and filename != state["program"] and filename.startswith(writable):
+                    # A module handed in compiles when its source is the one checked.
+                    expected = state["modules_in"].get(normpath(filename))
+                    if expected is not None and type(source) is bytes_type and importing(frame):
+                        if sha256(source).hexdigest() == expected:
+                            return
+                        block(file_rule, "compile of a module handed in, changed since it was checked", (filename,), frame)
                     block(file_rule, "compile of a file written at run time", (filename,), frame)
             elif source is not None and source is state["code"]:
                 return
