@@ -17,6 +17,7 @@ mod outputs;
 mod packages;
 mod sandbox;
 mod sessions;
+mod supervisor;
 
 fn main() -> std::process::ExitCode {
     common::harness::main(
@@ -32,6 +33,7 @@ fn main() -> std::process::ExitCode {
             packages::tests,
             sandbox::tests,
             sessions::tests,
+            supervisor::tests,
         ],
     )
 }

@@ -16,6 +16,7 @@
 
 pub mod findings;
 mod guard;
+pub mod layers;
 
 pub use guard::{Guard, GuardedCommand, Mode};
 
