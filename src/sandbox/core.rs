@@ -329,29 +329,29 @@ impl Core {
         cancel: &CancellationToken,
         permit: &Permit,
     ) -> Result<BoxIo, SandboxError> {
-        let mut task = tokio::spawn({
+        let task = tokio::spawn({
             let core = self.clone();
             async move { core.start_box(language, mode).await }
         });
+        // Whoever stops waiting (a cancellation, or a caller that drops this future),
+        // the creation goes on using the engine: it keeps this run's concurrency slot
+        // until it has ended and its box is gone.
+        let mut creation = Creation {
+            task: Some(task),
+            core: self.clone(),
+            slot: Arc::clone(permit),
+        };
+        let task = creation.task.as_mut().expect("just set");
         tokio::select! {
             biased;
-            _ = cancel.cancelled() => {
-                let core = self.clone();
-                // The creation goes on using the engine: it keeps this run's
-                // concurrency slot until it has ended and its box is gone.
-                let slot = Arc::clone(permit);
-                tokio::spawn(async move {
-                    if let Ok(Ok(io)) = task.await {
-                        core.discard(&io.id).await;
-                    }
-                    drop(slot);
-                });
-                Err(SandboxError::Cancelled)
+            _ = cancel.cancelled() => Err(SandboxError::Cancelled),
+            created = task => {
+                creation.task = None;
+                match created {
+                    Ok(result) => result,
+                    Err(join_error) => Err(SandboxError::Engine(format!("creating a container: {join_error}"))),
+                }
             }
-            created = &mut task => match created {
-                Ok(result) => result,
-                Err(join_error) => Err(SandboxError::Engine(format!("creating a container: {join_error}"))),
-            },
         }
     }
 
@@ -552,6 +552,33 @@ pub(super) fn once_per_key<T>(
         .entry(key.to_string())
         .or_default()
         .clone()
+}
+
+/// A box creation someone waits for; when they stop waiting before it is done, its box
+/// is removed once it exists.
+struct Creation {
+    task: Option<tokio::task::JoinHandle<Result<BoxIo, SandboxError>>>,
+    core: Arc<Core>,
+    slot: Permit,
+}
+
+impl Drop for Creation {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return; // the runtime is going: shutdown or the next sweep removes the box
+        }
+        let core = self.core.clone();
+        let slot = Arc::clone(&self.slot);
+        tokio::spawn(async move {
+            if let Ok(Ok(io)) = task.await {
+                core.discard(&io.id).await;
+            }
+            drop(slot);
+        });
+    }
 }
 
 /// One box creation under way, counted from its start until this is dropped (however
