@@ -59,8 +59,10 @@ pub fn probe() -> String {
     )
 }
 
-/// Why the settings cannot be kept here, if they cannot.
-fn missing_layer(settings: &Settings, abi: Option<u32>) -> Option<String> {
+/// Why the settings cannot be kept here, if they cannot: `abi` is this kernel's
+/// Landlock ABI, `proc_mem_writable` whether a process here can open its own
+/// `/proc/self/mem` for writing without Landlock (gVisor's cannot).
+fn missing_layer(settings: &Settings, abi: Option<u32>, proc_mem_writable: bool) -> Option<String> {
     if abi.is_some() {
         return None;
     }
@@ -73,7 +75,7 @@ fn missing_layer(settings: &Settings, abi: Option<u32>) -> Option<String> {
                 .into(),
         );
     }
-    if settings.protect && child::writable(c"/proc/self/mem") {
+    if settings.protect && proc_mem_writable {
         return Some(
             "the policy's rules need the kernel to keep the filesystem closed (writes only to \
              the sandbox's folders, nothing under /proc), which it does with Landlock, and this \
@@ -97,7 +99,8 @@ pub fn run(settings: Settings) -> i32 {
         let _ = sys::call(sys::SETSID, &[]);
     }
     let abi = landlock::abi();
-    if let Some(reason) = missing_layer(&settings, abi) {
+    let proc_mem_writable = abi.is_none() && child::writable(c"/proc/self/mem");
+    if let Some(reason) = missing_layer(&settings, abi, proc_mem_writable) {
         return refuse_every_program(&reason);
     }
     let ruleset = match abi {
@@ -791,6 +794,26 @@ fn memfd(bytes: &[u8]) -> Result<i32, Errno> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_without_landlock_refuses_what_needs_it_and_only_that() {
+        let settings = |protect: bool, read: bool| Settings {
+            protect,
+            readable: read.then(|| vec!["/usr".to_string()]),
+            ..Settings::default()
+        };
+        // With Landlock, everything can be kept.
+        assert_eq!(missing_layer(&settings(true, true), Some(1), true), None);
+        // Without it: the filesystem promise, where /proc/self/mem is writable.
+        let refused = missing_layer(&settings(true, false), None, true).unwrap();
+        assert!(refused.contains("no Landlock"), "{refused}");
+        // gVisor keeps /proc closed itself: the promise holds there.
+        assert_eq!(missing_layer(&settings(true, false), None, false), None);
+        // A read limit needs Landlock everywhere.
+        assert!(missing_layer(&settings(false, true), None, false).is_some());
+        // Nothing asked, nothing missing.
+        assert_eq!(missing_layer(&settings(false, false), None, true), None);
+    }
 
     #[test]
     fn the_bootstraps_message_is_a_json_line_then_the_code() {
