@@ -21,6 +21,7 @@
 //! `function exec() {}` not to be mistaken for `child_process.exec`.
 
 mod dynamic;
+mod model;
 mod module_system;
 mod modules;
 mod paths;
@@ -40,7 +41,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use tree_sitter::{Node, Parser, Tree};
 
-pub use scope::{BindingId, ScopeId};
+pub use model::{BindingId, ScopeId};
 
 thread_local! {
     /// One parser per thread: building a parser and loading the grammar is far more
@@ -125,21 +126,21 @@ pub fn analyze(source: &str) -> (Vec<Fact>, SourceKind) {
 pub(crate) enum Cache {
     Todo,
     Busy,
-    Done(values::Vals),
+    Done(model::Vals),
 }
 
 /// Everything the two walks share: the source, the scope tree, the bindings, the facts.
 pub(crate) struct Analyzer<'a> {
     pub source: &'a str,
     pub index: &'a LineIndex<'a>,
-    pub scopes: Vec<scope::Scope>,
+    pub scopes: Vec<model::Scope>,
     /// For each name, the scopes that declare it and the binding each declaration is.
     pub declared: HashMap<Cow<'a, str>, Vec<(ScopeId, BindingId)>>,
-    pub bindings: Vec<scope::Binding<'a>>,
+    pub bindings: Vec<model::Binding<'a>>,
     pub cache: RefCell<Vec<Cache>>,
     pub facts: Vec<Fact>,
     /// Nodes for the emitting pass, listed by the scope walk.
-    pub visits: Vec<walk::Visit<'a>>,
+    pub visits: Vec<model::Visit<'a>>,
     /// The scopes `with (object)` statements open: the object and the scope it is in.
     pub with_objects: HashMap<ScopeId, (Node<'a>, ScopeId)>,
 }
