@@ -205,6 +205,9 @@ impl Core {
                 .iter()
                 .filter_map(|record| findings::explained(record, &self.policy)),
         );
+        if executed.unreported > 0 {
+            blocked.push(findings::unreported(executed.unreported, processes));
+        }
         let mut returned = executed
             .files
             .map(|(entries, unlisted)| files_out::from_entries(entries, unlisted, &self.policy))

@@ -46,6 +46,7 @@ mod submit;
 
 pub use assets::{Guard, Mode};
 pub use backend::docker::LABEL;
+pub use call::MAX_REPORTS;
 pub use capture::Stream;
 pub use pass_through::pass_through;
 pub use session::SessionError;
