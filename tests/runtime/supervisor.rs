@@ -184,8 +184,16 @@ async fn a_flood_of_refusals_is_counted_not_kept() {
     sandbox.shutdown().await;
     assert_eq!(outcome.stdout, "5000\n", "{outcome:?}");
     let limit = code_sandbox_mcp::sandbox::MAX_REPORTS;
-    assert_eq!(outcome.blocked.len(), limit + 1, "{:?}", outcome.blocked.last());
+    assert_eq!(
+        outcome.blocked.len(),
+        limit + 1,
+        "{:?}",
+        outcome.blocked.last()
+    );
     let last = outcome.blocked.last().unwrap();
-    assert!(last.message.contains(&format!("{} more", 5000 - limit)), "{last:?}");
+    assert!(
+        last.message.contains(&format!("{} more", 5000 - limit)),
+        "{last:?}"
+    );
     assert_eq!(last.layer, Layer::Kernel);
 }
