@@ -6,6 +6,7 @@
 //! cannot be known statically, which absolute paths it hands to filesystem calls, and
 //! whether it could be parsed at all. The policy engine turns facts into findings.
 
+pub mod display;
 pub mod javascript;
 mod language;
 mod lines;

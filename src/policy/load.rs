@@ -213,7 +213,12 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
         PolicySource::File(path) => Some(path.parent().unwrap_or(Path::new(".")).to_path_buf()),
         PolicySource::Preset(_) => None,
     };
-    merge(&label, &text, dir.as_deref(), base, file)
+    let mut policy = merge(&label, &text, dir.as_deref(), base, file)?;
+    if let PolicySource::File(path) = source {
+        policy.files.push(super::export_folder::real_path(path));
+    }
+    super::export_folder::check(&label, &text, dir.as_deref(), &policy)?;
+    Ok(policy)
 }
 
 /// How errors name a source: as results do, never by the absolute host path, which a
@@ -507,6 +512,7 @@ fn merge(
                 audit: None,
                 packages: Default::default(),
                 rules: Vec::new(),
+                files: Vec::new(),
             }
         }
     };

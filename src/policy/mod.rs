@@ -5,11 +5,13 @@ pub mod allowlist;
 mod checked;
 pub mod enforcement;
 mod engine;
+mod export_folder;
 mod glob;
 mod host_paths;
 mod load;
 mod overrides;
 pub mod packages;
+pub mod protected_names;
 mod schema;
 mod units;
 

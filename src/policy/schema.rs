@@ -128,6 +128,8 @@ pub struct ExportFile {
     #[serde(deserialize_with = "checked::host_path")]
     pub path: String,
     pub overwrite: Option<bool>,
+    /// Protected names (dot-names, files tools run) this policy lets an export write.
+    pub allow: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -357,6 +359,10 @@ pub struct Policy {
     pub audit: Option<Audit>,
     pub packages: Packages,
     pub rules: Vec<Rule>,
+    /// The policy files it was read from (real paths, the `extends` chain's included):
+    /// what no export and no rw mount may reach.
+    #[serde(skip)]
+    pub files: Vec<std::path::PathBuf>,
 }
 
 /// The packages a run may ask for, and where they come from.
@@ -528,6 +534,9 @@ pub struct Export {
     pub dir: std::path::PathBuf,
     /// An existing file is replaced; otherwise it is left and the result says so.
     pub overwrite: bool,
+    /// Globs of protected names (see `policy::protected_names`) exported anyway.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
 }
 
 /// Where the audit log goes.

@@ -32,6 +32,7 @@ mod capture;
 mod core;
 pub mod egress;
 pub mod environment;
+mod export_writer;
 pub mod files_in;
 pub mod files_out;
 pub mod images;

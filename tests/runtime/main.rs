@@ -10,6 +10,7 @@ mod common;
 mod attacks;
 mod audit;
 mod e2e_clients;
+mod export_attacks;
 mod guard;
 mod mcp_server;
 mod network;
@@ -25,6 +26,7 @@ fn main() -> std::process::ExitCode {
             attacks::tests,
             audit::tests,
             e2e_clients::tests,
+            export_attacks::tests,
             guard::tests,
             mcp_server::tests,
             network::tests,
