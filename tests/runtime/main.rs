@@ -18,6 +18,7 @@ mod outputs;
 mod packages;
 mod sandbox;
 mod sessions;
+mod transport;
 
 fn main() -> std::process::ExitCode {
     common::harness::main(
@@ -34,6 +35,7 @@ fn main() -> std::process::ExitCode {
             packages::tests,
             sandbox::tests,
             sessions::tests,
+            transport::tests,
         ],
     )
 }
