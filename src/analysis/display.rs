@@ -19,18 +19,7 @@ use super::Language;
 pub fn interpreter_lines(language: Language, code: &str) -> Vec<&str> {
     let mut lines = Vec::new();
     let mut start = 0;
-    let mut chars = code.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        let width = match c {
-            '\n' => 1,
-            '\r' if chars.peek().map(|(_, next)| *next) == Some('\n') => {
-                chars.next();
-                2
-            }
-            '\r' => 1,
-            '\u{2028}' | '\u{2029}' if language == Language::JavaScript => c.len_utf8(),
-            _ => continue,
-        };
+    for (at, width) in super::lines::terminators(code, language) {
         lines.push(&code[start..at]);
         start = at + width;
     }
