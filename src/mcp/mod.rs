@@ -7,6 +7,7 @@
 //! stream pair and removes every container when the stream ends or `stop` fires.
 
 mod approval;
+mod approval_message;
 pub mod audit;
 mod describe;
 mod progress;

@@ -51,7 +51,8 @@ pub use capture::Stream;
 pub use pass_through::pass_through;
 pub use session::SessionError;
 pub use submit::{
-    check_after, Answer, Approval, Caller, NotRun, Ran, SessionName, Submission, Submitted,
+    check_after, Answer, Approval, ApprovalRequest, Caller, NotRun, Ran, SessionName, Submission,
+    Submitted,
 };
 
 use crate::analysis::{Language, SourceKind};

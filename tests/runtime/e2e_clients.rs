@@ -343,6 +343,7 @@ fn a_person_approves_ask_code_through_the_python_sdks_elicitation() {
         "ok: not run after decline",
         "ok: not run after cancel",
         "ok: not run after accept",
+        "ok: the question shows every line, escaped, and the files",
         "ok: a client without elicitation is refused",
     ] {
         assert!(
@@ -366,6 +367,7 @@ fn a_person_approves_ask_code_through_the_python_sdks_elicitation() {
         [
             "completed",
             "completed",
+            "declined",
             "declined",
             "declined",
             "declined",
