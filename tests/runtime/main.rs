@@ -16,6 +16,7 @@ mod mcp_server;
 mod network;
 mod outputs;
 mod packages;
+mod privacy;
 mod sandbox;
 mod sessions;
 mod transport;
@@ -33,6 +34,7 @@ fn main() -> std::process::ExitCode {
             network::tests,
             outputs::tests,
             packages::tests,
+            privacy::tests,
             sandbox::tests,
             sessions::tests,
             transport::tests,
