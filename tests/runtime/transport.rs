@@ -2,11 +2,12 @@
 //! and with the official Python SDK: a request over the limit gets a JSON-RPC error for
 //! its id and the session goes on; a line that never ends is not held; a batch gets an
 //! error for each request in it; a request larger than rmcp's default 16 MiB but within
-//! what the policy allows gets through. Each flood prints the server's peak memory and its descriptors (run with
+//! what the policy allows gets through; progress output that never ends its line is not
+//! held. Each flood prints the server's peak memory and its descriptors (run with
 //! `--nocapture` to read them), and asserts they stay bounded.
 
 use crate::common;
-use crate::common::mcp_client::{structured, RpcClient, TestImage};
+use crate::common::mcp_client::{is_error, structured, RpcClient, TestImage};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Stdio;
@@ -15,6 +16,7 @@ crate::common::harness::tests! {
     current_thread an_oversize_request_gets_an_error_for_its_id_and_memory_stays_bounded;
     current_thread a_line_that_never_ends_is_not_held;
     current_thread a_batch_gets_an_error_for_each_request;
+    multi_thread(2) a_progress_flood_without_line_ends_is_not_held needs common::DOCKER;
     sync the_python_sdk_sends_more_than_16_mib_and_hears_back_when_over needs common::DOCKER, crate::e2e_clients::MCP_CLIENTS;
 }
 
@@ -163,6 +165,51 @@ async fn a_batch_gets_an_error_for_each_request() {
             .contains("batches"));
     }
     a_check_still_answers(&mut client).await;
+    client.close_input().await;
+    assert!(child.wait().await.unwrap().success());
+}
+
+/// Red until the run's output filter for progress (`GuardLines` in
+/// src/sandbox/protocol.rs) stops holding a line that starts with the guard's marker
+/// byte past a bound: today it holds the whole line, so the second flood costs the
+/// server as much memory as it writes.
+async fn a_progress_flood_without_line_ends_is_not_held() {
+    let image = TestImage::new("progress-flood", 0);
+    let (mut child, mut client, pid) = started(&image.policy_path).await;
+    // The same flood twice: first with ordinary stderr, then with a line that starts
+    // with the guard's marker byte and never ends; the second may not cost more.
+    let mut growth = Vec::new();
+    for (first, token) in [("'y'", "plain"), ("'\\x1e'", "marker")] {
+        let (_, before) = memory_of(pid);
+        let fds_before = descriptors_of(pid);
+        let code = format!(
+            "import sys, time\nsys.stderr.write({first})\nchunk = 'x' * (1 << 20)\n\
+             end = time.time() + 10\nwritten = 0\nwhile time.time() < end and written < 512:\n    \
+             sys.stderr.write(chunk)\n    written += 1\nprint(written)"
+        );
+        let id = client
+            .start_call_with_progress("run_python_code", json!({"code": code}), token)
+            .await;
+        let result = client.response(id).await["result"].clone();
+        let (_, peak) = memory_of(pid);
+        let fds_after = descriptors_of(pid);
+        assert!(!is_error(&result), "{result}");
+        assert_eq!(structured(&result)["truncated"], true, "{result}");
+        let written = structured(&result)["stdout"]
+            .as_str()
+            .unwrap()
+            .trim()
+            .to_string();
+        eprintln!(
+            "progress flood, {token} ({written} MiB of stderr in one line): server peak memory \
+             {before} -> {peak} MiB, descriptors {fds_before} -> {fds_after}"
+        );
+        growth.push(peak.saturating_sub(before));
+    }
+    assert!(
+        growth[1] <= growth[0] + 16,
+        "peak growth (MiB), plain then marker: {growth:?}"
+    );
     client.close_input().await;
     assert!(child.wait().await.unwrap().success());
 }
