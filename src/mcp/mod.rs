@@ -7,16 +7,19 @@
 //! stream pair and removes every container when the stream ends or `stop` fires.
 
 mod approval;
+mod approval_message;
 pub mod audit;
 mod describe;
 mod progress;
 mod render;
+mod request_id;
 mod resources;
 mod sanitize;
+mod stdio;
 mod tools;
 mod types;
 
-pub use sanitize::stdio_lines;
+pub use stdio::{request_limit, stdio_lines};
 pub use types::{CheckCodeArgs, CheckResult, RunCodeArgs, RunResult, RunStatus};
 
 use crate::analysis::Language;
@@ -298,11 +301,12 @@ where
             }
         })
     };
-    let (reader, writer, written) = stdio_lines(reader, writer);
-    let end = match server
-        .serve_with_ct((reader, writer), stop.child_token())
-        .await
-    {
+    let limit = request_limit(server.policy());
+    let (reader, writer, written) = stdio_lines(reader, writer, limit);
+    // The transport takes what the line discipline passes on (a line and its end).
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(reader, writer)
+        .with_max_line_length(limit.saturating_add(2));
+    let end = match server.serve_with_ct(transport, stop.child_token()).await {
         Ok(running) => match running.waiting().await {
             Ok(reason) => {
                 tracing::info!(?reason, "MCP session ended");

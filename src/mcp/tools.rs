@@ -17,7 +17,8 @@ use super::CodeSandboxServer;
 use crate::analysis::Language;
 use crate::policy::{Finding, InputError, PolicyEngine, Report};
 use crate::sandbox::{
-    check_after, Approval, Caller, NotRun, OutputTap, SandboxError, SessionName, Submission,
+    check_after, Approval, ApprovalRequest, Caller, NotRun, OutputTap, SandboxError, SessionName,
+    Submission,
 };
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
@@ -230,14 +231,8 @@ struct McpCaller<'a> {
 
 #[async_trait::async_trait]
 impl Caller for McpCaller<'_> {
-    async fn approve(
-        &self,
-        language: Language,
-        code: &str,
-        findings: &[Finding],
-        rules: &[&str],
-    ) -> Approval {
-        approval::ask(&self.context.peer, language, code, findings, rules).await
+    async fn approve(&self, request: &ApprovalRequest<'_>) -> Approval {
+        approval::ask(&self.context.peer, request).await
     }
 
     fn starting(&self, _findings: &[Finding], timeout: Duration) -> Option<OutputTap> {

@@ -264,6 +264,7 @@ pub fn root(file: &PolicyFile, label: &str) -> Result<Policy, PolicyError> {
         audit: None,
         packages: Default::default(),
         rules: Vec::new(),
+        files: Vec::new(),
     })
 }
 

@@ -193,6 +193,8 @@ pub struct ExportFile {
     pub path: String,
     /// An existing file there is replaced; otherwise it is left and the result says so.
     pub overwrite: Option<bool>,
+    /// Protected names (dot-names, files tools run) this policy lets an export write.
+    pub allow: Option<Vec<String>>,
 }
 
 /// Packages a run may ask to have installed, and where they come from.
@@ -403,6 +405,10 @@ pub struct Policy {
     pub audit: Option<Audit>,
     pub packages: Packages,
     pub rules: Vec<Rule>,
+    /// The policy files it was read from (real paths, the `extends` chain's included):
+    /// what no export and no rw mount may reach.
+    #[serde(skip)]
+    pub files: Vec<std::path::PathBuf>,
 }
 
 /// The packages a run may ask for, and where they come from.
@@ -580,6 +586,9 @@ pub struct Export {
     pub dir: std::path::PathBuf,
     /// An existing file is replaced; otherwise it is left and the result says so.
     pub overwrite: bool,
+    /// Globs of protected names (see `policy::protected_names`) exported anyway.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
 }
 
 /// Where the audit log goes.

@@ -21,6 +21,14 @@ pub const ASSETS: &str = "/opt/code-sandbox";
 /// Where a package set is mounted: writable in its install step, read-only in runs.
 pub const PACKAGES: &str = "/opt/packages";
 
+/// The folder the egress proxy's socket is in, inside a box under a network allowlist:
+/// a backend mounts a folder holding only the socket here (not the socket file itself,
+/// which gVisor cannot mount).
+pub const EGRESS_FOLDER: &str = "/run/code-sandbox";
+
+/// The socket's name in [`EGRESS_FOLDER`].
+pub const EGRESS_SOCKET_NAME: &str = "egress.sock";
+
 /// Where the egress proxy's socket appears in a box under a network allowlist.
 pub const EGRESS_SOCKET: &str = "/run/code-sandbox/egress.sock";
 
@@ -55,4 +63,15 @@ pub fn proxy_env() -> Vec<(String, String)> {
         .into_iter()
         .map(|name| (name.to_string(), url.clone()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_socket_is_in_its_folder() {
+        assert_eq!(
+            super::EGRESS_SOCKET,
+            format!("{}/{}", super::EGRESS_FOLDER, super::EGRESS_SOCKET_NAME)
+        );
+    }
 }

@@ -32,6 +32,7 @@ mod capture;
 mod core;
 pub mod egress;
 pub mod environment;
+mod export_writer;
 pub mod files_in;
 pub mod files_out;
 pub mod images;
@@ -51,7 +52,8 @@ pub use capture::Stream;
 pub use pass_through::pass_through;
 pub use session::SessionError;
 pub use submit::{
-    check_after, Answer, Approval, Caller, NotRun, Ran, SessionName, Submission, Submitted,
+    check_after, Answer, Approval, ApprovalRequest, Caller, NotRun, Ran, SessionName, Submission,
+    Submitted,
 };
 
 use crate::analysis::{Language, SourceKind};

@@ -10,14 +10,17 @@ mod common;
 mod attacks;
 mod audit;
 mod e2e_clients;
+mod export_attacks;
 mod guard;
 mod mcp_server;
 mod network;
 mod outputs;
 mod packages;
+mod privacy;
 mod sandbox;
 mod sessions;
 mod supervisor;
+mod transport;
 
 fn main() -> std::process::ExitCode {
     common::harness::main(
@@ -26,14 +29,17 @@ fn main() -> std::process::ExitCode {
             attacks::tests,
             audit::tests,
             e2e_clients::tests,
+            export_attacks::tests,
             guard::tests,
             mcp_server::tests,
             network::tests,
             outputs::tests,
             packages::tests,
+            privacy::tests,
             sandbox::tests,
             sessions::tests,
             supervisor::tests,
+            transport::tests,
         ],
     )
 }

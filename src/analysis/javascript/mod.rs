@@ -98,7 +98,7 @@ pub fn comments(source: &str) -> Vec<(usize, String)> {
 /// Analyses one JavaScript snippet (script, CommonJS or ES module) and tells which
 /// module system it needs. Code that cannot be read never runs; it is called CommonJS.
 pub fn analyze(source: &str) -> (Vec<Fact>, SourceKind) {
-    let index = LineIndex::new(source);
+    let index = LineIndex::for_language(source, super::Language::JavaScript);
     let Some(tree) = parse(source) else {
         let fact = Fact {
             kind: FactKind::Unparseable {
