@@ -506,6 +506,7 @@ fn merge(
                 mounts: Vec::new(),
                 audit: None,
                 packages: Default::default(),
+                secrets: Vec::new(),
                 rules: Vec::new(),
             }
         }
@@ -595,6 +596,12 @@ fn merge(
             .map(|mount| super::host_paths::mount(label, text, dir, mount))
             .collect::<Result<_, _>>()?;
     }
+
+    if let Some(secrets) = file.secrets {
+        let lookup = |name: &str| std::env::var(name).ok();
+        policy.secrets = super::secrets::declare(label, text, secrets, &lookup);
+    }
+    super::secrets::check(label, text, &policy.secrets, &policy.network)?;
 
     let rules = file.rules.unwrap_or_default();
     for (index, rule) in rules.iter().enumerate() {

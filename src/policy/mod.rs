@@ -7,10 +7,12 @@ pub mod enforcement;
 mod engine;
 mod glob;
 mod host_paths;
+mod ip_range;
 mod load;
 mod overrides;
 pub mod packages;
 mod schema;
+pub mod secrets;
 mod units;
 
 pub use engine::{Finding, InputError, Layer, PolicyEngine, Report};

@@ -37,6 +37,10 @@ pub struct PolicyFile {
     pub audit: Option<AuditFile>,
     /// Packages a run may ask to have installed.
     pub packages: Option<PackagesFile>,
+    /// Secrets the code may use toward their hosts without holding them (placeholders
+    /// the egress proxy swaps); replaces the inherited list.
+    #[serde(default, deserialize_with = "super::secrets::deserialize")]
+    pub secrets: Option<Vec<(String, super::secrets::SecretFile)>>,
     /// Rules are merged by `id`: an entry whose id the parent has changes only the keys
     /// it gives (say, `action: off`); an entry with a new id adds a rule.
     pub rules: Option<Vec<RuleFile>>,
@@ -356,6 +360,12 @@ pub struct Policy {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<Audit>,
     pub packages: Packages,
+    /// Secrets swapped in at the egress proxy, in the order written.
+    #[serde(
+        serialize_with = "super::secrets::serialize",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub secrets: Vec<super::secrets::Secret>,
     pub rules: Vec<Rule>,
 }
 

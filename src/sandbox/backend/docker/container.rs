@@ -26,13 +26,22 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+/// What a box of an egress route mounts: the proxy's socket, and the certificates it
+/// trusts when the proxy ends TLS for it.
+#[derive(Debug, Clone, Copy)]
+pub struct EgressMounts<'a> {
+    pub socket: &'a Path,
+    pub trust: Option<&'a Path>,
+}
+
 /// The create request for the container of `spec`, whose assets come from the volume
-/// `assets` and, under an egress route, whose proxy socket is `egress` on this host.
+/// `assets` and, under an egress route, whose proxy socket (and trust) is `egress` on
+/// this host.
 pub fn create_body(
     spec: &BoxSpec,
     instance: &Instance,
     assets: &str,
-    egress: Option<&Path>,
+    egress: Option<EgressMounts<'_>>,
 ) -> ContainerCreateBody {
     let limits = &spec.limits;
     let tmpfs_options = format!(
@@ -74,11 +83,18 @@ pub fn create_body(
                     read_only: Some(!packages.writable),
                     ..Default::default()
                 }))
-                .chain(egress.map(|socket| Mount {
+                .chain(egress.map(|egress| Mount {
                     target: Some(layout::EGRESS_SOCKET.to_string()),
-                    source: Some(socket.to_string_lossy().into_owned()),
+                    source: Some(egress.socket.to_string_lossy().into_owned()),
                     typ: Some(MountType::BIND),
                     read_only: Some(false),
+                    ..Default::default()
+                }))
+                .chain(egress.and_then(|egress| egress.trust).map(|trust| Mount {
+                    target: Some(layout::EGRESS_TRUST.to_string()),
+                    source: Some(trust.to_string_lossy().into_owned()),
+                    typ: Some(MountType::BIND),
+                    read_only: Some(true),
                     ..Default::default()
                 }))
                 .collect(),
@@ -548,7 +564,10 @@ mod tests {
             &spec,
             &Instance::for_tests("abc"),
             "x",
-            Some(Path::new("/tmp/e/egress.sock")),
+            Some(EgressMounts {
+                socket: Path::new("/tmp/e/egress.sock"),
+                trust: Some(Path::new("/tmp/e/trust.pem")),
+            }),
         );
         let host = body.host_config.as_ref().unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("none"));
@@ -557,6 +576,11 @@ mod tests {
             .iter()
             .any(|m| m.target.as_deref() == Some(layout::EGRESS_SOCKET)
                 && m.source.as_deref() == Some("/tmp/e/egress.sock")));
+        assert!(mounts
+            .iter()
+            .any(|m| m.target.as_deref() == Some(layout::EGRESS_TRUST)
+                && m.source.as_deref() == Some("/tmp/e/trust.pem")
+                && m.read_only == Some(true)));
         assert!(mounts
             .iter()
             .any(|m| m.target.as_deref() == Some(layout::PACKAGES) && m.read_only == Some(false)));

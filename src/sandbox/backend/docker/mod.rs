@@ -58,6 +58,8 @@ pub struct DockerBackend {
     asset_volumes: Mutex<HashMap<String, String>>,
     /// Per egress purpose: the socket its boxes mount.
     egress_sockets: Mutex<HashMap<EgressPurpose, PathBuf>>,
+    /// Per egress purpose: the certificates its boxes trust, when published.
+    egress_trust: Mutex<HashMap<EgressPurpose, PathBuf>>,
 }
 
 impl DockerBackend {
@@ -72,6 +74,7 @@ impl DockerBackend {
             chosen: Mutex::new(HashMap::new()),
             asset_volumes: Mutex::new(HashMap::new()),
             egress_sockets: Mutex::new(HashMap::new()),
+            egress_trust: Mutex::new(HashMap::new()),
         }
     }
 
@@ -160,7 +163,15 @@ impl Backend for DockerBackend {
             ),
             _ => None,
         };
-        let body = container::create_body(spec, &self.instance, &volume, socket.as_deref());
+        let trust = match spec.network {
+            super::BoxNetwork::Egress(purpose) => lock(&self.egress_trust).get(&purpose).cloned(),
+            _ => None,
+        };
+        let egress = socket.as_deref().map(|socket| container::EgressMounts {
+            socket,
+            trust: trust.as_deref(),
+        });
+        let body = container::create_body(spec, &self.instance, &volume, egress);
         container::create_attached(&docker, spec, body).await
     }
 
@@ -197,6 +208,7 @@ impl Backend for DockerBackend {
     }
 
     async fn release(&self) {
+        lock(&self.egress_trust).clear();
         for (_, socket) in lock(&self.egress_sockets).drain() {
             egress::remove_folder(&socket);
         }
@@ -228,6 +240,32 @@ impl Backend for DockerBackend {
         let (socket, listener) = egress::open(&self.instance, purpose)?;
         lock(&self.egress_sockets).insert(purpose, socket);
         Ok(Box::new(listener))
+    }
+
+    async fn publish_egress_trust(
+        &self,
+        purpose: EgressPurpose,
+        pem: &str,
+    ) -> Result<(), SandboxError> {
+        let socket = lock(&self.egress_sockets)
+            .get(&purpose)
+            .cloned()
+            .ok_or_else(|| {
+                SandboxError::Engine(format!(
+                    "the {} egress route was not opened before its certificates were published",
+                    purpose.name()
+                ))
+            })?;
+        let trust = egress::publish_trust(&socket, pem)?;
+        lock(&self.egress_trust).insert(purpose, trust);
+        Ok(())
+    }
+
+    async fn engine_networks(&self) -> Vec<crate::policy::allowlist::IpRange> {
+        match self.docker().await {
+            Ok(docker) => egress::networks(&docker).await,
+            Err(_) => Vec::new(),
+        }
     }
 
     async fn local_image(&self, name: &str) -> Result<Option<LocalImage>, SandboxError> {
