@@ -16,6 +16,7 @@ mod network;
 mod outputs;
 mod packages;
 mod sandbox;
+mod secrets;
 mod sessions;
 
 fn main() -> std::process::ExitCode {
@@ -31,6 +32,7 @@ fn main() -> std::process::ExitCode {
             outputs::tests,
             packages::tests,
             sandbox::tests,
+            secrets::tests,
             sessions::tests,
         ],
     )

@@ -197,7 +197,9 @@ impl<'a> Opened<'a> {
             port,
         };
         if let Err(why) = head.check_host(&host, port, default_port) {
-            return Opening::Refused(recorder, Refused::bad(why));
+            if !names_the_proxy(head) {
+                return Opening::Refused(recorder, Refused::bad(why));
+            }
         }
         let matched: Vec<&HostRule> = proxy
             .allow
@@ -338,6 +340,22 @@ async fn tunnel_through(
             )
             .await;
         }
+    }
+}
+
+/// Whether a request to the proxy has one `Host`, which names the proxy itself (the
+/// box's relay): what Node's `http` sends when the proxy is its target. It names no
+/// site, and the proxy sends the target's host in its place.
+fn names_the_proxy(head: &Head) -> bool {
+    let hosts: Vec<&str> = head.values("host").collect();
+    let [value] = hosts.as_slice() else {
+        return false;
+    };
+    let relay = crate::sandbox::layout::RELAY_PORT;
+    match crate::policy::allowlist::parse_authority(value) {
+        Ok((Host::Ip(ip), Some(port))) => ip.is_loopback() && port == relay,
+        Ok((Host::Name(name), Some(port))) => name == "localhost" && port == relay,
+        _ => false,
     }
 }
 

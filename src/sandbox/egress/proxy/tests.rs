@@ -206,6 +206,15 @@ async fn listed_hosts_are_reached_and_the_rest_refused_and_recorded() {
         .ask(&format!("GET http://localhost:{port}/x HTTP/1.1\r\nHost: localhost:{port}\r\nProxy-Connection: keep-alive\r\n\r\n"))
         .await;
     assert!(answer.contains("seen: GET /x HTTP/1.1"), "{answer}");
+    // Node's `http` with the proxy as its target names the proxy as `Host`: that names
+    // no site, and the target's host is sent in its place.
+    let answer = proxy
+        .ask(&format!(
+            "GET http://localhost:{port}/node HTTP/1.1\r\nHost: 127.0.0.1:3128\r\n\r\n"
+        ))
+        .await;
+    assert!(answer.contains("seen: GET /node HTTP/1.1"), "{answer}");
+    assert!(all_seen(&seen).contains(&format!("GET /node HTTP/1.1\r\nHost: localhost:{port}\r\n")));
     assert!(
         all_seen(&seen).contains("Connection: close"),
         "{}",
