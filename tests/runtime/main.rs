@@ -10,6 +10,7 @@ mod common;
 mod attacks;
 mod audit;
 mod e2e_clients;
+mod egress;
 mod guard;
 mod mcp_server;
 mod network;
@@ -26,6 +27,7 @@ fn main() -> std::process::ExitCode {
             attacks::tests,
             audit::tests,
             e2e_clients::tests,
+            egress::tests,
             guard::tests,
             mcp_server::tests,
             network::tests,
