@@ -37,6 +37,7 @@ const RESERVED: &[&str] = &[
     "PYTHONPATH",
     "NODE_PATH",
     "NODE_OPTIONS",
+    "NODE_USE_ENV_PROXY",
     "PYTHONDONTWRITEBYTECODE",
     "TMPDIR",
 ];

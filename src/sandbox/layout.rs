@@ -50,12 +50,14 @@ pub fn asset(name: &str) -> String {
 }
 
 /// The variables that point HTTP clients at the relay (both spellings: curl and
-/// Python read the lower-case ones, many others the upper-case).
+/// Python read the lower-case ones, many others the upper-case), and the switch that
+/// makes newer Node releases read them for `fetch` and `http` (Node 20 ignores it).
 pub fn proxy_env() -> Vec<(String, String)> {
     let url = format!("http://127.0.0.1:{RELAY_PORT}");
     ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"]
         .into_iter()
         .map(|name| (name.to_string(), url.clone()))
+        .chain([("NODE_USE_ENV_PROXY".to_string(), "1".to_string())])
         .collect()
 }
 
