@@ -11,6 +11,7 @@ mod check;
 mod dependencies;
 mod docs;
 mod image;
+mod limits;
 mod policy_files;
 mod run;
 
@@ -22,6 +23,7 @@ fn main() -> std::process::ExitCode {
             dependencies::tests,
             docs::tests,
             image::tests,
+            limits::tests,
             policy_files::tests,
             run::tests,
         ],

@@ -175,6 +175,11 @@ impl Secrets {
                     "{} is in the URL's path: secrets are swapped in headers and the query only",
                     held.name
                 ))
+            } else if place == "name" {
+                Some(format!(
+                    "{}'s placeholder is in a header's name: secrets are swapped in header values",
+                    held.name
+                ))
             } else if place == "encoded" {
                 Some(format!(
                     "{}'s placeholder is percent-encoded in the URL: write it as it is",
@@ -225,6 +230,9 @@ impl Secrets {
         // Header values (and Basic credentials, decoded).
         let mut fields = head.fields.clone();
         for (name, value) in fields.iter_mut() {
+            for (index, _) in find(name) {
+                judge(index, "name");
+            }
             if name.eq_ignore_ascii_case("host") {
                 continue;
             }

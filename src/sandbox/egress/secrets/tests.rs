@@ -138,6 +138,12 @@ fn the_value_goes_only_to_its_host_in_headers_and_query() {
             "percent-encoded",
         ),
         (
+            format!("GET / HTTP/1.1\r\nHost: api.example.com\r\nX-{key}: 1\r\n\r\n"),
+            "api.example.com",
+            true,
+            "header's name",
+        ),
+        (
             format!("GET / HTTP/1.1\r\nHost: api.example.com\r\nX-Key: {other}\r\n\r\n"),
             "api.example.com",
             true,
@@ -160,7 +166,7 @@ fn the_value_goes_only_to_its_host_in_headers_and_query() {
         "box",
         std::time::Instant::now() - std::time::Duration::from_secs(60),
     );
-    assert_eq!(refused.len(), 6, "{refused:?}");
+    assert_eq!(refused.len(), 7, "{refused:?}");
     assert_eq!(refused[0].secret, "API_KEY");
     assert_eq!(refused[0].host, "evil.example.net");
     assert!(!format!("{refused:?}").contains(VALUE));
