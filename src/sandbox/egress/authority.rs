@@ -22,6 +22,9 @@ use time::{Duration, OffsetDateTime};
 
 /// How long the CA and its leaves are valid (a server instance lives less).
 const VALIDITY: Duration = Duration::days(398);
+/// The most leaf certificates kept: a wildcard secret host could be asked for under
+/// any number of names; past this the cache starts over.
+pub const MOST_LEAVES: usize = 1024;
 
 pub struct Authority {
     issuer: Issuer<'static, KeyPair>,
@@ -73,6 +76,9 @@ impl Authority {
         let mut leaves = self.leaves.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(leaf) = leaves.get(host) {
             return Ok(leaf.clone());
+        }
+        if leaves.len() >= MOST_LEAVES {
+            leaves.clear();
         }
         let failed = |e: rcgen::Error| format!("making a certificate for {host}: {e}");
         let key = KeyPair::generate().map_err(failed)?;

@@ -23,6 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
 
+/// How long the two handshakes (the box's, the real host's) may take.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The CA and the TLS settings made with it, per host.
 pub struct Interceptor {
     authority: Authority,
@@ -48,6 +51,9 @@ impl Interceptor {
         let mut configs = self.configs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(config) = configs.get(host) {
             return Ok(config.clone());
+        }
+        if configs.len() >= super::authority::MOST_LEAVES {
+            configs.clear();
         }
         let leaf = self.authority.leaf(host)?;
         let mut config = rustls::ServerConfig::builder_with_provider(upstream_tls::provider())
@@ -121,10 +127,19 @@ pub async fn serve(
         Ok(config) => config,
         Err(why) => return refuse(why),
     };
-    let (client, upstream) = tokio::join!(
-        start.into_stream(config),
-        upstream_tls.connect(upstream, host)
-    );
+    let handshakes = async {
+        tokio::join!(
+            start.into_stream(config),
+            upstream_tls.connect(upstream, host)
+        )
+    };
+    let Ok((client, upstream)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshakes).await else {
+        return refuse(format!(
+            "the TLS handshakes for {} did not finish within {} s",
+            host.with_port(port),
+            HANDSHAKE_TIMEOUT.as_secs()
+        ));
+    };
     let client = match client {
         Ok(client) => client,
         Err(error) => {

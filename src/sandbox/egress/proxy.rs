@@ -431,7 +431,11 @@ async fn forward(
         None => Ok(head),
     };
     if tls {
-        match proxy.upstream_tls.connect(upstream, &host).await {
+        let handshake = proxy.upstream_tls.connect(upstream, &host);
+        let connected = tokio::time::timeout(HEAD_TIMEOUT, handshake)
+            .await
+            .unwrap_or_else(|_| Err(format!("TLS to {host} did not finish in time")));
+        match connected {
             Ok(upstream) => {
                 relay(incoming, write, upstream, Some(head), true, &recorder, vet).await
             }
