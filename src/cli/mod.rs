@@ -56,6 +56,16 @@ impl PolicyArg {
             ExitCode::from(EXIT_USAGE)
         })
     }
+
+    /// Loads the policy for running code: also every secret's value must be there.
+    pub fn load_to_run(&self) -> Result<crate::policy::Policy, ExitCode> {
+        let policy = self.load()?;
+        policy.check_secrets().map_err(|e| {
+            print_policy_error(&e);
+            ExitCode::from(EXIT_USAGE)
+        })?;
+        Ok(policy)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -165,6 +175,9 @@ pub fn print_policy_error(error: &crate::policy::PolicyError) {
 /// Parses the process arguments and runs the chosen subcommand.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The egress proxy holds two descriptors per connection; the usual soft limit of
+    // 1,024 is what one busy sandbox could use up.
+    crate::sandbox::egress::limits::raise_descriptor_limit();
     match cli.command {
         None => serve::main(cli.serve),
         Some(Command::Serve(args)) => serve::main(args),

@@ -87,7 +87,7 @@ struct JsonResult<'a> {
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
-    let mut policy = match args.policy.load() {
+    let mut policy = match args.policy.load_to_run() {
         Ok(policy) => policy,
         Err(code) => return code,
     };

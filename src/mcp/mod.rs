@@ -65,6 +65,11 @@ pub struct CodeSandboxServer {
 impl CodeSandboxServer {
     /// A server for `policy`, handing `env` to every run. Does no I/O.
     pub fn new(policy: Policy, env: Vec<(String, String)>) -> CodeSandboxServer {
+        // A secret without its value would be a run that cannot authenticate: say so
+        // now, on every call, with the line that declares it.
+        if let Err(error) = policy.check_secrets() {
+            return CodeSandboxServer::with_policy_error(&error);
+        }
         // A log that cannot be written is an error now, not calls missing from it.
         let audit = match &policy.audit {
             Some(audit) => match audit::AuditLog::open(&audit.file) {

@@ -3,7 +3,7 @@
 //! only describe.
 
 use super::glob::Glob;
-use super::schema::{Action, Matcher, NetworkMode, Policy, Rule};
+use super::schema::{Action, Matcher, Policy, Rule};
 use crate::analysis::{self, Analysis, FactKind, Language, SourceKind, Span};
 use serde::Serialize;
 use std::sync::Arc;
@@ -387,8 +387,8 @@ impl PolicyEngine {
                         }
                         let wants_hosts = rule.any_language.hosts_outside_allowlist
                             || rule.matcher(l).hosts_outside_allowlist;
-                        if let (true, NetworkMode::Allow(list)) = (wants_hosts, &policy.network) {
-                            matcher.allowlist = Some(list.clone());
+                        if wants_hosts {
+                            matcher.allowlist = policy.allowed_hosts();
                         }
                         (l, matcher)
                     })

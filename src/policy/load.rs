@@ -468,6 +468,9 @@ fn merge(
     if let Err(error) = file.overlay(&mut policy, &origin) {
         errors.push(error);
     }
+    if let Err(error) = super::secrets::check(label, text, &policy.secrets, &policy.network) {
+        errors.push(error);
+    }
     for (index, rule_file) in rules.iter().enumerate() {
         // An entry that had a key blanked for an error of its own would only be
         // reported again, as incomplete: leave it out.

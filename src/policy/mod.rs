@@ -10,6 +10,7 @@ mod error;
 mod export_folder;
 mod glob;
 mod host_paths;
+mod ip_range;
 mod load;
 mod network;
 mod overlay;
@@ -18,6 +19,7 @@ pub mod packages;
 pub mod protected_names;
 pub mod reference;
 mod schema;
+pub mod secrets;
 mod shown_name;
 mod units;
 

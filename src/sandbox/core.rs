@@ -80,13 +80,14 @@ impl Core {
             .into_iter()
             .map(|language| (language, Guard::new(&engine, language)))
             .collect();
+        let egress = Egress::with_secrets(EgressPurpose::Run, &policy.secrets);
         Core {
             engine,
             guards,
             prepared: Mutex::new(HashMap::new()),
             policy,
             backend,
-            egress: Egress::new(EgressPurpose::Run),
+            egress,
             install_egress: Egress::new(EgressPurpose::Install),
             package_sets: Mutex::new(HashMap::new()),
             pool,
@@ -225,6 +226,7 @@ impl Core {
             files: returned.files,
             files_unlisted: returned.unlisted,
             network_refused: self.egress.refusals(id, since),
+            secret_refused: self.egress.secret_refusals(id, since),
         })
     }
 
@@ -278,18 +280,20 @@ impl Core {
                 ..mode
             };
             let (argv, mut env) = self.command_for(language, &prepared.interpreters, &mode)?;
+            let mut placeholders = None;
             let network = if mode.install {
                 let (_, python_index) = self.policy.packages.for_language(Language::Python);
                 let (_, registry) = self.policy.packages.for_language(Language::JavaScript);
                 let hosts = super::install::index_hosts(&[python_index, registry]);
-                self.install_egress
-                    .open(self.backend.as_ref(), &hosts)
-                    .await?;
+                self.install_egress.open(&self.backend, &hosts).await?;
                 BoxNetwork::Egress(EgressPurpose::Install)
             } else {
                 match &self.policy.network {
                     NetworkMode::Allow(allow) => {
-                        self.egress.open(self.backend.as_ref(), allow).await?;
+                        self.egress.open(&self.backend, allow).await?;
+                        let (secrets, ticket) = self.egress.box_env();
+                        env.extend(secrets);
+                        placeholders = ticket;
                         BoxNetwork::Egress(EgressPurpose::Run)
                     }
                     NetworkMode::Bridge => BoxNetwork::Bridge,
@@ -312,7 +316,11 @@ impl Core {
                     writable: mode.install,
                 }),
             };
-            self.create(&spec).await
+            let io = self.create(&spec).await?;
+            if let Some(ticket) = placeholders {
+                self.egress.bind(ticket, &io.id);
+            }
+            Ok(io)
         }
         .await;
         // Removed since it was checked (by the assets setup's box or this one's): the
@@ -431,6 +439,7 @@ impl Core {
     }
 
     pub(super) async fn discard(&self, id: &str) {
+        self.egress.forget(id);
         self.backend.remove(id).await;
         self.live_set().remove(id);
     }

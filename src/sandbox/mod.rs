@@ -143,6 +143,10 @@ pub struct RunOutcome {
     /// Connections the egress proxy refused (under a network allowlist).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network_refused: Vec<egress::Refusal>,
+    /// Requests the egress proxy refused because they carried a secret's placeholder
+    /// where the secret does not go (which secret, which host; never a value).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secret_refused: Vec<egress::SecretRefusal>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -11,6 +11,7 @@ mod check;
 mod dependencies;
 mod docs;
 mod image;
+mod limits;
 mod policy_cmd;
 mod policy_files;
 mod run;
@@ -24,6 +25,7 @@ fn main() -> std::process::ExitCode {
             docs::tests,
             image::tests,
             policy_cmd::tests,
+            limits::tests,
             policy_files::tests,
             run::tests,
         ],

@@ -10,6 +10,7 @@ mod common;
 mod attacks;
 mod audit;
 mod e2e_clients;
+mod egress;
 mod export_attacks;
 mod guard;
 mod mcp_server;
@@ -18,6 +19,7 @@ mod outputs;
 mod packages;
 mod privacy;
 mod sandbox;
+mod secrets;
 mod sessions;
 mod supervisor;
 mod transport;
@@ -30,6 +32,7 @@ fn main() -> std::process::ExitCode {
             audit::tests,
             e2e_clients::tests,
             export_attacks::tests,
+            egress::tests,
             guard::tests,
             mcp_server::tests,
             network::tests,
@@ -37,6 +40,7 @@ fn main() -> std::process::ExitCode {
             packages::tests,
             privacy::tests,
             sandbox::tests,
+            secrets::tests,
             sessions::tests,
             supervisor::tests,
             transport::tests,

@@ -28,7 +28,8 @@ use std::time::Duration;
 
 /// The create request for the container of `spec`, whose assets come from the volume
 /// `assets` and, under an egress route, whose proxy socket is `egress` on this host (in
-/// a folder of its own, which is what is mounted).
+/// a folder of its own, which is what is mounted, with the certificates the box trusts
+/// when the proxy ends TLS for it).
 pub fn create_body(
     spec: &BoxSpec,
     instance: &Instance,

@@ -10,6 +10,7 @@
 //! that is gone (a server killed with SIGKILL cannot remove its own) removes it.
 
 use super::instance::Instance;
+use crate::policy::allowlist::IpRange;
 use crate::sandbox::backend::{BoxId, EgressListener, EgressPurpose, EgressStream};
 use crate::sandbox::{layout, SandboxError};
 use async_trait::async_trait;
@@ -99,6 +100,78 @@ fn make_private_folder(dir: &Path) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn make_private_folder(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir(dir)
+}
+
+/// Writes `pem` beside the route's socket, readable by the boxes' user; returns its
+/// path, which boxes of the route mount read-only at [`layout::EGRESS_TRUST`].
+///
+/// [`layout::EGRESS_TRUST`]: crate::sandbox::layout::EGRESS_TRUST
+pub fn publish_trust(socket: &Path, pem: &str) -> Result<PathBuf, SandboxError> {
+    let path = socket.with_file_name("trust.pem");
+    std::fs::write(&path, pem).map_err(|e| {
+        SandboxError::Engine(format!("writing the egress proxy's certificates: {e}"))
+    })?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).map_err(|e| {
+            SandboxError::Engine(format!("opening the egress proxy's certificates: {e}"))
+        })?;
+    }
+    Ok(path)
+}
+
+/// The address ranges of the engine's networks (their IPAM subnets).
+pub async fn networks(docker: &bollard::Docker) -> Vec<IpRange> {
+    let networks = match docker
+        .list_networks(None::<bollard::query_parameters::ListNetworksOptions>)
+        .await
+    {
+        Ok(networks) => networks,
+        Err(error) => {
+            tracing::debug!(%error, "the engine's networks could not be listed");
+            return Vec::new();
+        }
+    };
+    networks
+        .iter()
+        .filter_map(|network| network.ipam.as_ref()?.config.as_ref())
+        .flatten()
+        .filter_map(|config| config.subnet.as_deref())
+        .filter_map(|subnet| {
+            // An engine may write a subnet with host bits set (`172.17.0.1/16`).
+            let (address, prefix) = subnet.split_once('/')?;
+            let address: std::net::IpAddr = address.parse().ok()?;
+            let prefix: u8 = prefix.parse().ok()?;
+            IpRange::new(address, prefix)
+                .or_else(|_| IpRange::parse(&masked_text(address, prefix)))
+                .ok()
+        })
+        .collect()
+}
+
+/// `address/prefix` with the bits past the prefix cleared, as text.
+fn masked_text(address: std::net::IpAddr, prefix: u8) -> String {
+    match address {
+        std::net::IpAddr::V4(v4) => {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(prefix.min(32)))
+                .unwrap_or(0);
+            format!(
+                "{}/{prefix}",
+                std::net::Ipv4Addr::from(u32::from(v4) & mask)
+            )
+        }
+        std::net::IpAddr::V6(v6) => {
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(prefix.min(128)))
+                .unwrap_or(0);
+            format!(
+                "{}/{prefix}",
+                std::net::Ipv6Addr::from(u128::from(v6) & mask)
+            )
+        }
+    }
 }
 
 /// Removes the folder of the route whose socket is `socket`.
