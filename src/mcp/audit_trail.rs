@@ -2,6 +2,7 @@
 //! call the client cancels is dropped by the transport before its answer exists, so
 //! the line is written by a guard when it is dropped unfinished (phase `cancelled`).
 
+use super::caller::Principal;
 use super::types::{RunResult, RunStatus};
 use crate::audit::{now_rfc3339, sha256, AuditEntry, AuditLog, Phase};
 use crate::policy::{Action, Finding};
@@ -18,8 +19,9 @@ pub struct Pending {
 
 impl Pending {
     /// A call of `tool` (with `code`, in `language`, in `session`) under the policy
-    /// named `policy` whose effective form hashes to `policy_sha256`; `log` is `None`
-    /// when the policy keeps no log, and then nothing is written.
+    /// named `policy` whose effective form hashes to `policy_sha256`, made by
+    /// `principal` (HTTP; `None` over stdio); `log` is `None` when the policy keeps no
+    /// log, and then nothing is written.
     pub fn start(
         log: Option<Arc<AuditLog>>,
         tool: &str,
@@ -27,10 +29,13 @@ impl Pending {
         session: Option<&str>,
         code: Option<&str>,
         policy: (&str, &str),
+        principal: Option<&Principal>,
     ) -> Pending {
         Pending {
             entry: AuditEntry {
                 time: String::new(),
+                principal: principal.map(|p| p.name.to_string()),
+                auth: principal.map(|p| p.via.as_str().to_string()),
                 tool: tool.to_string(),
                 language: language.map(str::to_string),
                 session: session.map(str::to_string),

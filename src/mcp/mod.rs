@@ -8,7 +8,9 @@
 
 mod approval;
 mod audit_trail;
+mod caller;
 mod describe;
+pub mod http;
 mod progress;
 mod render;
 mod resources;
@@ -16,6 +18,7 @@ mod sanitize;
 mod tools;
 mod types;
 
+pub use caller::{Caller, Principal, PrincipalLimits, Via};
 pub use sanitize::stdio_lines;
 pub use types::{CheckCodeArgs, CheckResult, RunCodeArgs, RunResult, RunStatus};
 
@@ -25,8 +28,8 @@ use crate::sandbox::Sandbox;
 use rmcp::handler::server::tool::ToolRouter;
 use rmcp::model::{
     ErrorData, Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
-    ServerConfig,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
@@ -57,6 +60,8 @@ pub struct CodeSandboxServer {
     audit: Option<Arc<crate::audit::AuditLog>>,
     /// sha256 of the effective policy, for the audit log.
     policy_sha256: Arc<str>,
+    /// Who calls through this connection, and what it may still start.
+    caller: Arc<Caller>,
 }
 
 impl CodeSandboxServer {
@@ -128,7 +133,47 @@ impl CodeSandboxServer {
             policy_error: None,
             audit,
             policy_sha256: policy_sha256.into(),
+            caller: Arc::new(Caller::local()),
         }
+    }
+
+    /// This server for one more connection, of `caller`: the same policy, sandbox and
+    /// tools; its own name for its sessions (which carries the principal's name, for
+    /// the logs) and its own stop, which [`CodeSandboxServer::close_connection`] fires.
+    pub fn for_caller(&self, caller: Caller) -> CodeSandboxServer {
+        let connection = match caller.principal() {
+            Some(principal) => format!("{}/{}", principal.name, next_connection_id()),
+            None => next_connection_id(),
+        };
+        CodeSandboxServer {
+            connection: connection.into(),
+            stop: self.stop.child_token(),
+            caller: Arc::new(caller),
+            ..self.clone()
+        }
+    }
+
+    /// Ends this connection: its runs in flight are killed and the sessions it opened
+    /// end, their containers removed. Other connections are untouched.
+    pub async fn close_connection(&self) {
+        self.stop.cancel();
+        let owner = &self.connection;
+        self.caller.session_calls_finished(owner, CLOSE_WAIT).await;
+        for name in self.caller.sessions_of(owner) {
+            self.sandbox.end_session(owner, &name).await;
+            self.caller.session_ended(owner, &name);
+        }
+    }
+
+    /// Kills every run in flight of this server and of every connection made from it
+    /// with [`CodeSandboxServer::for_caller`].
+    pub fn cancel_runs(&self) {
+        self.stop.cancel();
+    }
+
+    /// The policy file's errors, when the server only answers with them.
+    pub fn policy_error(&self) -> Option<&str> {
+        self.policy_error.as_deref()
     }
 
     /// A server for a policy that could not be loaded. A client shows a server that
@@ -174,6 +219,17 @@ impl ServerHandler for CodeSandboxServer {
         )
         .with_server_info(implementation)
         .with_instructions(self.instructions.to_string())
+    }
+
+    /// Over HTTP only the versions with an `initialize` handshake, so that every client
+    /// has an MCP session: its connection, which owns its sandbox sessions and whose end
+    /// ends them (the stateless 2026 revision has none).
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if self.caller.principal().is_some() {
+            std::borrow::Cow::Borrowed(http::PROTOCOL_VERSIONS)
+        } else {
+            std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
     }
 
     /// The tools, their run-tool descriptions naming what each image offers (its
@@ -247,6 +303,10 @@ fn next_connection_id() -> String {
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     )
 }
+
+/// How long a closing connection waits for its cancelled session calls to return
+/// before it ends their sessions.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long the last messages may take to reach the client at the end.
 const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);

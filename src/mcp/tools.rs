@@ -7,6 +7,7 @@
 
 use super::approval;
 use super::audit_trail;
+use super::caller::Refusal;
 use super::progress::ProgressReporter;
 use super::render;
 use super::types::{
@@ -77,6 +78,7 @@ impl CodeSandboxServer {
             .sandbox
             .end_session(&self.connection, &args.session)
             .await;
+        self.caller.session_ended(&self.connection, &args.session);
         let text = if ended {
             format!(
                 "The session `{}` has ended; its container is gone.",
@@ -241,6 +243,27 @@ impl CodeSandboxServer {
                 .unwrap_or_default(),
             packages,
         };
+        // The principal's allowance (HTTP): a new session past it is refused, and a
+        // run waits for one of its run slots, cancellable like the run.
+        let _admitted = match self
+            .caller
+            .admit(
+                &self.connection,
+                args.session.as_deref(),
+                &self.sandbox,
+                &cancel,
+            )
+            .await
+        {
+            Ok(admitted) => admitted,
+            Err(Refusal::Sessions(message)) => return not_run(RunStatus::InvalidInput, message),
+            Err(Refusal::Cancelled) => {
+                return not_run(
+                    RunStatus::Cancelled,
+                    "the call was cancelled before it ran".into(),
+                )
+            }
+        };
         tracing::debug!(%language, timeout_ms = timeout.as_millis() as u64, "dispatching to the sandbox");
         let ran = match &args.session {
             None => self
@@ -352,6 +375,7 @@ impl CodeSandboxServer {
             session,
             code,
             (&self.policy().name, &self.policy_sha256),
+            self.caller.principal(),
         )
     }
 

@@ -8,6 +8,8 @@ mod common;
 
 mod check;
 mod dependencies;
+mod http_oauth;
+mod http_serve;
 mod image;
 mod policy_files;
 mod run;

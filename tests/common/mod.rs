@@ -1,6 +1,7 @@
 //! Shared by the integration tests that need a real container engine.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod mcp_client;
 
 use std::io::Write;

@@ -1,0 +1,609 @@
+//! `serve --http` as a user starts it and as an attacker meets it: who may start it
+//! where, credentials (401), Host and Origin (403), another principal's session id
+//! (404), huge bodies (413), the stateless protocol revision (400), SIGHUP re-reading
+//! the token file, and TLS. Requests are written byte for byte by the test. Nothing
+//! here runs code (the policy keeps no warm pool), so no container engine is needed.
+
+use crate::common::http::{initialize_message, open_session, post_mcp, raw, HttpServer};
+use crate::common::{self, binary, text};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const ALICE: &str = "alice-0123456789abcdef0123";
+const BOB: &str = "bob-0123456789abcdef012345";
+
+/// A policy with no warm pool: starting the server creates no container.
+fn quiet_policy() -> PathBuf {
+    common::scratch_file(
+        "no-pool.yaml",
+        b"version: 1\nextends: default\npool:\n  size: 0\n",
+    )
+}
+
+/// A token file with `text`, readable by its owner only.
+fn token_file(name: &str, text: &str) -> PathBuf {
+    let path = common::scratch_file(name, text.as_bytes());
+    chmod_600(&path);
+    path
+}
+
+fn chmod_600(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// A server with alice's and bob's tokens.
+fn team_server() -> HttpServer {
+    let tokens = token_file("team-tokens", &format!("alice {ALICE}\nbob {BOB}\n"));
+    let policy = quiet_policy();
+    HttpServer::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--token-file",
+        tokens.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn a_public_address_without_authentication_is_refused_at_start_and_loopback_is_not() {
+    let policy = quiet_policy();
+    for address in ["0.0.0.0:0", "[::]:0", "[::ffff:0.0.0.0]:0"] {
+        let started = Instant::now();
+        let output = binary()
+            .args(["serve", "--http", address, "--policy"])
+            .arg(&policy)
+            .output()
+            .unwrap();
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{address}: {stderr}");
+        assert!(
+            stderr.contains("no authentication") && stderr.contains("--token-file FILE"),
+            "{address}: {stderr}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+    // Loopback starts without tokens; every call is the one principal `local`.
+    let server = HttpServer::try_start(&["--policy", policy.to_str().unwrap()], &[]);
+    let server = server.unwrap_or_else(|e| panic!("{e:?}"));
+    let id = open_session(server.port, &[]);
+    assert!(!id.is_empty());
+    let (status, log) = server.stop();
+    assert!(status.success(), "{log}");
+    assert!(log.contains("principal=local"), "{log}");
+}
+
+#[test]
+fn odd_token_files_are_refused_at_start_with_file_and_line_and_never_the_token() {
+    let policy = quiet_policy();
+    let secret = "s3cr3t-s3cr3t-s3cr3t-0001";
+    let tokens = token_file(
+        "odd-tokens",
+        &format!(
+            "# comment\r\n{secret}\r\nalice {ALICE}   \r\ncarol {ALICE}\r\nbob {BOB} no-such-policy.yaml\r\ndave short\r\n"
+        ),
+    );
+    let output = binary()
+        .args(["serve", "--http", "127.0.0.1:0", "--policy"])
+        .arg(&policy)
+        .arg("--token-file")
+        .arg(&tokens)
+        .output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("odd-tokens:2: one field"), "{stderr}");
+    assert!(
+        stderr.contains("odd-tokens:4: the same token as line 3"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("odd-tokens:6: the token is 5 characters"),
+        "{stderr}"
+    );
+    for leaked in [secret, ALICE, BOB, "short"] {
+        assert!(!stderr.contains(leaked), "`{leaked}` leaked: {stderr}");
+    }
+    // Once the lines are right, the policy a line names must load.
+    let tokens = token_file(
+        "policy-tokens",
+        &format!("alice {ALICE}\nbob {BOB} no-such-policy.yaml\n"),
+    );
+    let output = binary()
+        .args(["serve", "--http", "127.0.0.1:0", "--policy"])
+        .arg(&policy)
+        .arg("--token-file")
+        .arg(&tokens)
+        .output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("token file line 2: policy `no-such-policy.yaml`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_or_wrong_credential_is_401_with_a_bearer_challenge() {
+    let server = team_server();
+    let port = server.port;
+    let wrong = [
+        None,
+        Some(bearer("wrong-0123456789abcdef0123")),
+        Some(bearer(&ALICE[..ALICE.len() - 1])),
+        Some(bearer(&format!("{ALICE}x"))),
+        Some(bearer(&ALICE.to_uppercase())),
+        Some(format!("Basic {ALICE}")),
+        Some(format!("Bearer{ALICE}")),
+        Some("Bearer".to_string()),
+        Some(format!("Bearer {ALICE} {ALICE}")),
+    ];
+    for authorization in &wrong {
+        let headers: Vec<(&str, &str)> = authorization
+            .iter()
+            .map(|value| ("Authorization", value.as_str()))
+            .collect();
+        let reply = post_mcp(port, &headers, &initialize_message());
+        assert_eq!(reply.status, 401, "{authorization:?}: {reply:?}");
+        let challenge = reply.header("www-authenticate").unwrap_or_default();
+        assert!(challenge.starts_with("Bearer realm="), "{challenge}");
+        assert!(reply.header("mcp-session-id").is_none());
+    }
+    // Two Authorization headers, one of them right: refused, not picked from.
+    let good = bearer(ALICE);
+    let reply = post_mcp(
+        port,
+        &[
+            ("Authorization", &good),
+            ("Authorization", "Bearer nope-nope-nope-nope"),
+        ],
+        &initialize_message(),
+    );
+    assert_eq!(reply.status, 401);
+    // A token in the URL is not a credential.
+    let host = format!("127.0.0.1:{port}");
+    let reply = raw(
+        port,
+        "POST",
+        &format!("/mcp?access_token={ALICE}"),
+        &[
+            ("Host", &host),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        initialize_message().to_string().as_bytes(),
+    );
+    assert_eq!(reply.status, 401);
+    // The right token, in any case of the scheme.
+    for value in [bearer(ALICE), format!("bearer {BOB}")] {
+        let reply = post_mcp(port, &[("Authorization", &value)], &initialize_message());
+        assert_eq!(reply.status, 200, "{reply:?}");
+        assert!(reply.header("mcp-session-id").is_some());
+        assert_eq!(
+            reply.messages()[0]["result"]["serverInfo"]["name"],
+            "code-sandbox-mcp"
+        );
+    }
+    // Everything else the server serves is 404, credential or not.
+    let reply = raw(port, "GET", "/", &[("Host", &host)], b"");
+    assert_eq!(reply.status, 404);
+    let reply = raw(
+        port,
+        "GET",
+        "/.well-known/oauth-protected-resource",
+        &[("Host", &host)],
+        b"",
+    );
+    assert_eq!(reply.status, 404, "no OAuth, no metadata: {reply:?}");
+}
+
+#[test]
+fn foreign_origins_and_host_names_are_403_before_any_credential_is_looked_at() {
+    let server = team_server();
+    let port = server.port;
+    let good = bearer(ALICE);
+    let own = format!("127.0.0.1:{port}");
+    let post = |host: Option<&str>, origin: Option<&str>, auth: bool| {
+        let mut headers = Vec::new();
+        if let Some(host) = host {
+            headers.push(("Host", host));
+        }
+        if let Some(origin) = origin {
+            headers.push(("Origin", origin));
+        }
+        if auth {
+            headers.push(("Authorization", good.as_str()));
+        }
+        headers.push(("Content-Type", "application/json"));
+        headers.push(("Accept", "application/json, text/event-stream"));
+        raw(
+            port,
+            "POST",
+            "/mcp",
+            &headers,
+            initialize_message().to_string().as_bytes(),
+        )
+    };
+    // DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1.
+    for host in [
+        format!("evil.example:{port}"),
+        format!("localhost.:{port}"),
+        format!("127.0.0.1:{}", port.wrapping_add(1)),
+        format!("127.0.0.2:{port}"),
+        format!("0x7f000001:{port}"),
+        "localhost".to_string(),
+    ] {
+        for auth in [false, true] {
+            let reply = post(Some(&host), None, auth);
+            assert_eq!(reply.status, 403, "Host {host}: {reply:?}");
+        }
+    }
+    assert_eq!(post(None, None, true).status, 400, "no Host");
+    assert_eq!(
+        post(Some(&format!("a@127.0.0.1:{port}")), None, true).status,
+        400
+    );
+    let other_port = format!("http://127.0.0.1:{}", port.wrapping_add(1));
+    let trailing_dot = format!("http://localhost.:{port}");
+    let https_other = format!("https://localhost:{}", port.wrapping_add(1));
+    for origin in [
+        "null",
+        "http://evil.example",
+        other_port.as_str(),
+        trailing_dot.as_str(),
+        https_other.as_str(),
+        "file://",
+        "chrome-extension://abcdef",
+    ] {
+        for auth in [false, true] {
+            let reply = post(Some(&own), Some(origin), auth);
+            assert_eq!(reply.status, 403, "Origin {origin}: {reply:?}");
+        }
+    }
+    // The server's own names and origin, in any case, pass.
+    for (host, origin) in [
+        (own.clone(), format!("http://127.0.0.1:{port}")),
+        (
+            format!("LOCALHOST:{port}"),
+            format!("HTTP://LocalHost:{port}"),
+        ),
+        (format!("[::1]:{port}"), format!("http://[::1]:{port}")),
+    ] {
+        let reply = post(Some(&host), Some(&origin), true);
+        assert_eq!(reply.status, 200, "{host} {origin}: {reply:?}");
+    }
+}
+
+#[test]
+fn a_session_id_of_another_principal_is_not_found_and_the_owner_keeps_it() {
+    let server = team_server();
+    let port = server.port;
+    let (alice, bob) = (bearer(ALICE), bearer(BOB));
+    let id = open_session(port, &[("Authorization", &alice)]);
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let as_bob = [
+        ("Authorization", bob.as_str()),
+        ("Mcp-Session-Id", id.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    let reply = post_mcp(port, &as_bob, &list);
+    assert_eq!(reply.status, 404, "{reply:?}");
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "end_session", "arguments": {"session": "x"}}});
+    assert_eq!(post_mcp(port, &as_bob, &call).status, 404);
+    let host = format!("127.0.0.1:{port}");
+    let mut headers = as_bob.to_vec();
+    headers.push(("Host", &host));
+    headers.push(("Accept", "text/event-stream"));
+    assert_eq!(raw(port, "GET", "/mcp", &headers, b"").status, 404);
+    assert_eq!(raw(port, "DELETE", "/mcp", &headers, b"").status, 404);
+    // A made-up id is no better.
+    let made_up = [
+        ("Authorization", alice.as_str()),
+        ("Mcp-Session-Id", "00000000-0000-4000-8000-000000000000"),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    assert_eq!(post_mcp(port, &made_up, &list).status, 404);
+    // Alice's session is untouched by all that.
+    let as_alice = [
+        ("Authorization", alice.as_str()),
+        ("Mcp-Session-Id", id.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    let reply = post_mcp(port, &as_alice, &list);
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let tools = &reply.messages()[0]["result"]["tools"];
+    assert_eq!(tools.as_array().map(Vec::len), Some(4), "{reply:?}");
+    // Her DELETE ends it; the id then means nothing, to her too.
+    let mut headers = as_alice.to_vec();
+    headers.push(("Host", &host));
+    let reply = raw(port, "DELETE", "/mcp", &headers, b"");
+    assert!(reply.status < 300, "{reply:?}");
+    assert_eq!(post_mcp(port, &as_alice, &list).status, 404);
+}
+
+#[test]
+fn a_huge_body_is_413_a_stateless_request_400_and_the_server_serves_on() {
+    let server = team_server();
+    let port = server.port;
+    let alice = bearer(ALICE);
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{{\"pad\":\"{}\"}}}}",
+        "x".repeat(5 * 1024 * 1024)
+    );
+    let host = format!("127.0.0.1:{port}");
+    let headers = [
+        ("Host", host.as_str()),
+        ("Authorization", alice.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let reply = raw(port, "POST", "/mcp", &headers, huge.as_bytes());
+    assert_eq!(reply.status, 413, "{}", reply.status);
+    // Without a credential the body is not even read.
+    let reply = raw(port, "POST", "/mcp", &headers[..1], huge.as_bytes());
+    assert_eq!(reply.status, 401);
+    // The 2026 revision has no sessions, which this server's sandbox sessions need.
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
+    let reply = post_mcp(port, &[("Authorization", &alice)], &list);
+    assert_eq!(reply.status, 400, "{reply:?}");
+    assert!(reply.body.contains("initialize"), "{reply:?}");
+    let reply = post_mcp(
+        port,
+        &[
+            ("Authorization", &alice),
+            ("MCP-Protocol-Version", "2026-07-28"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    assert_eq!(reply.status, 400, "{reply:?}");
+    // A client probing `server/discover` learns to fall back to `initialize`.
+    let discover = json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover",
+        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
+    let reply = post_mcp(
+        port,
+        &[
+            ("Authorization", &alice),
+            ("MCP-Protocol-Version", "2026-07-28"),
+        ],
+        &discover,
+    );
+    assert!(
+        !reply.body.contains("\"2026-07-28\"") || reply.status != 200,
+        "the stateless revision is offered: {reply:?}"
+    );
+    let id = open_session(port, &[("Authorization", &alice)]);
+    assert!(!id.is_empty());
+}
+
+#[test]
+fn sighup_rereads_the_token_file_and_a_bad_one_leaves_the_tokens_in_force() {
+    let tokens = token_file("hup-tokens", &format!("alice {ALICE}\n"));
+    let policy = quiet_policy();
+    let server = HttpServer::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--token-file",
+        tokens.to_str().unwrap(),
+    ]);
+    let port = server.port;
+    let status_of = |token: &str| {
+        post_mcp(
+            port,
+            &[("Authorization", &bearer(token))],
+            &initialize_message(),
+        )
+        .status
+    };
+    assert_eq!(status_of(ALICE), 200);
+    assert_eq!(status_of(BOB), 401);
+
+    std::fs::write(&tokens, format!("bob {BOB}\n")).unwrap();
+    server.signal("HUP");
+    wait_until(|| status_of(BOB) == 200, "bob's token taken after SIGHUP");
+    assert_eq!(status_of(ALICE), 401, "alice's token was removed");
+
+    std::fs::write(&tokens, format!("bob\ncarol {ALICE}\n")).unwrap();
+    server.signal("HUP");
+    let log = server.wait_for_log("hup-tokens:1: one field");
+    assert!(
+        log.contains("the tokens read before stay in force"),
+        "{log}"
+    );
+    assert_eq!(status_of(BOB), 200, "the last good file is in force");
+    assert_eq!(status_of(ALICE), 401);
+    let (status, log) = server.stop();
+    assert!(status.success(), "{log}");
+}
+
+#[test]
+fn tls_with_the_servers_own_certificate() {
+    let dir = common::scratch("http-tls");
+    let (cert, key, ca) = (
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+        dir.join("ca.pem"),
+    );
+    make_certificate(&dir, &cert, &key, &ca);
+    let policy = quiet_policy();
+    let server = HttpServer::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    assert!(server.url.starts_with("https://"), "{}", server.url);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let reply = runtime.block_on(tls_initialize(server.port, &ca));
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(
+        reply.to_ascii_lowercase().contains("mcp-session-id"),
+        "{reply}"
+    );
+    // Plain HTTP on the TLS port gets nothing served.
+    let reply = post_mcp(server.port, &[], &initialize_message());
+    assert_ne!(reply.status, 200);
+    // A key that is not the certificate's is an error at start.
+    let other = dir.join("other-key.pem");
+    let made = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+        ])
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+    let output = binary()
+        .args(["serve", "--http", "127.0.0.1:0", "--policy"])
+        .arg(&policy)
+        .arg("--tls-cert")
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("--tls-key"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+/// A test CA and a certificate for 127.0.0.1 and localhost signed by it.
+fn make_certificate(dir: &Path, cert: &Path, key: &Path, ca: &Path) {
+    let ca_key = dir.join("ca-key.pem");
+    let csr = dir.join("cert.csr");
+    let ext = dir.join("ext.cnf");
+    std::fs::write(&ext, "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
+    let steps: Vec<Vec<String>> = vec![
+        vec![
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=test CA",
+            "-keyout",
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain([
+            ca_key.display().to_string(),
+            "-out".into(),
+            ca.display().to_string(),
+        ])
+        .collect(),
+        vec![
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain([
+            key.display().to_string(),
+            "-out".into(),
+            csr.display().to_string(),
+        ])
+        .collect(),
+        vec!["x509", "-req", "-days", "2", "-in"]
+            .into_iter()
+            .map(String::from)
+            .chain([
+                csr.display().to_string(),
+                "-CA".into(),
+                ca.display().to_string(),
+                "-CAkey".into(),
+                ca_key.display().to_string(),
+                "-CAcreateserial".into(),
+                "-extfile".into(),
+                ext.display().to_string(),
+                "-out".into(),
+                cert.display().to_string(),
+            ])
+            .collect(),
+    ];
+    for args in steps {
+        let output = std::process::Command::new("openssl")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "openssl {args:?}: {}",
+            text(&output.stderr)
+        );
+    }
+}
+
+/// `initialize` over TLS, trusting `ca` only; the raw answer.
+async fn tls_initialize(port: u16, ca: &std::path::Path) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut stream = connector
+        .connect(name, tcp)
+        .await
+        .expect("a TLS handshake the test CA vouches for");
+    let body = initialize_message().to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+fn wait_until(mut done: impl FnMut() -> bool, what: &str) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "gave up waiting: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
