@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 /// assertion).
 const CLIENT_LIMIT: Duration = Duration::from_secs(600);
 
-struct Clients {
+pub(crate) struct Clients {
     /// The venv's Python, with `mcp` and `fastmcp`.
-    python: PathBuf,
+    pub(crate) python: PathBuf,
     /// The Inspector's launcher (`mcp-inspector`).
     inspector: PathBuf,
     /// maturin, which builds the wheel.
@@ -55,7 +55,7 @@ fn installed() -> Option<Clients> {
 
 /// The installed clients, installing them once per test process if needed; `None`
 /// (after a loud message) when that is impossible here and this is not CI.
-fn clients() -> Option<&'static Clients> {
+pub(crate) fn clients() -> Option<&'static Clients> {
     static CLIENTS: OnceLock<Result<Clients, String>> = OnceLock::new();
     let result = CLIENTS.get_or_init(|| {
         if let Some(clients) = installed() {
@@ -92,7 +92,7 @@ fn clients() -> Option<&'static Clients> {
 
 /// Runs `command` to completion (killing it past `CLIENT_LIMIT`); returns (success,
 /// stdout, stderr).
-fn run(mut command: Command) -> (bool, String, String) {
+pub(crate) fn run(mut command: Command) -> (bool, String, String) {
     let dir = tempdir("client-output");
     let (out_path, err_path) = (dir.join("stdout"), dir.join("stderr"));
     command

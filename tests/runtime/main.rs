@@ -10,6 +10,7 @@ mod attacks;
 mod audit;
 mod e2e_clients;
 mod guard;
+mod http_clients;
 mod mcp_server;
 mod network;
 mod outputs;
