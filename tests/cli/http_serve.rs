@@ -404,10 +404,17 @@ fn sighup_rereads_the_token_file_and_a_bad_one_leaves_the_tokens_in_force() {
     assert_eq!(status_of(ALICE), 200);
     assert_eq!(status_of(BOB), 401);
 
+    // Alice has a session open when her line goes: it ends with her token.
+    let _alice_session = open_session(port, &[("Authorization", &bearer(ALICE))]);
     std::fs::write(&tokens, format!("bob {BOB}\n")).unwrap();
     server.signal("HUP");
     wait_until(|| status_of(BOB) == 200, "bob's token taken after SIGHUP");
     assert_eq!(status_of(ALICE), 401, "alice's token was removed");
+    let log = server.wait_for_log("taken out of the token file");
+    assert!(
+        log.contains("principal=alice why=\"its principal's token was taken out"),
+        "{log}"
+    );
 
     std::fs::write(&tokens, format!("bob\ncarol {ALICE}\n")).unwrap();
     server.signal("HUP");
@@ -606,4 +613,76 @@ fn wait_until(mut done: impl FnMut() -> bool, what: &str) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[test]
+fn an_allowed_web_origin_gets_cors_answers_and_a_principal_has_a_bounded_number_of_sessions() {
+    let tokens = token_file("cors-tokens", &format!("alice {ALICE}\nbob {BOB}\n"));
+    let policy = quiet_policy();
+    let server = HttpServer::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--token-file",
+        tokens.to_str().unwrap(),
+        "--allow-origin",
+        "https://app.example",
+    ]);
+    let port = server.port;
+    let host = format!("127.0.0.1:{port}");
+    let preflight = |origin: &str| {
+        raw(
+            port,
+            "OPTIONS",
+            "/mcp",
+            &[
+                ("Host", &host),
+                ("Origin", origin),
+                ("Access-Control-Request-Method", "POST"),
+                (
+                    "Access-Control-Request-Headers",
+                    "authorization, content-type",
+                ),
+            ],
+            b"",
+        )
+    };
+    let reply = preflight("https://app.example");
+    assert_eq!(reply.status, 204, "{reply:?}");
+    assert_eq!(
+        reply.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    assert!(reply
+        .header("access-control-allow-headers")
+        .is_some_and(|h| h.contains("Authorization") && h.contains("Mcp-Session-Id")));
+    assert_eq!(preflight("https://evil.example").status, 403);
+    let alice = bearer(ALICE);
+    let reply = post_mcp(
+        port,
+        &[("Authorization", &alice), ("Origin", "https://app.example")],
+        &initialize_message(),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(
+        reply.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    assert!(reply
+        .header("access-control-expose-headers")
+        .is_some_and(|h| h.contains("Mcp-Session-Id")));
+
+    // Each MCP session holds memory until it ends: 64 per principal at most.
+    for _ in 1..64 {
+        open_session(port, &[("Authorization", &alice)]);
+    }
+    let reply = post_mcp(port, &[("Authorization", &alice)], &initialize_message());
+    assert_eq!(reply.status, 429, "{reply:?}");
+    assert!(reply.body.contains("DELETE"), "{reply:?}");
+    // Another principal is not held back by that.
+    let reply = post_mcp(
+        port,
+        &[("Authorization", &bearer(BOB))],
+        &initialize_message(),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
 }

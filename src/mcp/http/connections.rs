@@ -20,6 +20,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// MCP sessions one principal may have open at once (each holds a little memory and a
+/// task until it ends).
+pub const MAX_PER_PRINCIPAL: usize = 64;
 /// How long a client whose streams all dropped has to come back.
 pub const GRACE: Duration = Duration::from_secs(10);
 /// How often ended sessions are looked for.
@@ -69,6 +72,29 @@ impl Connections {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// How many sessions `principal` has open.
+    pub fn count_of(&self, principal: &Principal) -> usize {
+        self.lock()
+            .values()
+            .filter(|entry| entry.principal == *principal)
+            .count()
+    }
+
+    /// Ends every session of a principal for which `revoked` holds (its token was
+    /// taken out of the token file).
+    pub async fn close_revoked(&self, revoked: impl Fn(&Principal) -> bool) {
+        let ids: Vec<String> = self
+            .lock()
+            .iter()
+            .filter(|(_, entry)| revoked(&entry.principal))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            self.close(&id, "its principal's token was taken out of the token file")
+                .await;
         }
     }
 

@@ -195,13 +195,23 @@ pub async fn run(
     let reloads = {
         let (tokens, tls, tenants, stop) =
             (tokens.clone(), tls.clone(), tenants.clone(), stop.clone());
+        let connections = connections.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     _ = reload.notified() => {}
                     _ = stop.cancelled() => return,
                 }
-                reread(tokens.as_deref(), tls.as_deref(), &tenants);
+                if let Some(table) = reread(tokens.as_deref(), tls.as_deref(), &tenants) {
+                    // A name no longer in the file loses its sessions now, not at their
+                    // idle end.
+                    connections
+                        .close_revoked(|principal| {
+                            principal.via == crate::mcp::Via::Token
+                                && !table.entries().iter().any(|e| e.name == principal.name)
+                        })
+                        .await;
+                }
             }
         })
     };
@@ -262,31 +272,38 @@ fn check_policies(
 }
 
 /// SIGHUP: the token file and the TLS files again; what fails is logged and the old
-/// stays in force.
-fn reread(tokens: Option<&tokens::TokenFile>, tls: Option<&tls::Tls>, tenants: &tenants::Tenants) {
-    if let Some(tokens) = tokens {
-        match tokens.reload(|table| check_policies(table, tenants)) {
-            Ok(table) => tracing::info!(
-                file = %tokens.path().display(),
-                tokens = table.entries().len(),
-                "SIGHUP: token file read again"
-            ),
-            Err(errors) => {
-                for error in errors {
-                    tracing::error!("SIGHUP: {error}");
-                }
-                tracing::error!(
-                    "SIGHUP: the token file has errors; the tokens read before stay in force"
-                );
-            }
-        }
-    }
+/// stays in force. The token table now in force, when a new one was read.
+fn reread(
+    tokens: Option<&tokens::TokenFile>,
+    tls: Option<&tls::Tls>,
+    tenants: &tenants::Tenants,
+) -> Option<Arc<tokens::TokenTable>> {
     if let Some(tls) = tls {
         match tls.reload() {
             Ok(()) => tracing::info!("SIGHUP: TLS certificate read again"),
             Err(error) => {
                 tracing::error!("SIGHUP: {error}; the certificate read before stays in force")
             }
+        }
+    }
+    let tokens = tokens?;
+    match tokens.reload(|table| check_policies(table, tenants)) {
+        Ok(table) => {
+            tracing::info!(
+                file = %tokens.path().display(),
+                tokens = table.entries().len(),
+                "SIGHUP: token file read again"
+            );
+            Some(table)
+        }
+        Err(errors) => {
+            for error in errors {
+                tracing::error!("SIGHUP: {error}");
+            }
+            tracing::error!(
+                "SIGHUP: the token file has errors; the tokens read before stay in force"
+            );
+            None
         }
     }
 }

@@ -98,6 +98,25 @@ impl HttpService {
                 Refused::Forbidden(why) => text(StatusCode::FORBIDDEN, why),
             };
         }
+        // An Origin that passed the gate is one allowed: a page there may read answers.
+        let origin = request.headers().get(http::header::ORIGIN).cloned();
+        let mut response = match (&origin, request.method()) {
+            (Some(_), &Method::OPTIONS) => preflight(),
+            _ => self.route(request).await,
+        };
+        if let Some(origin) = origin {
+            let headers = response.headers_mut();
+            headers.insert(http::header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+            headers.insert(http::header::VARY, http::HeaderValue::from_static("Origin"));
+            headers.insert(
+                http::header::ACCESS_CONTROL_EXPOSE_HEADERS,
+                http::HeaderValue::from_static("Mcp-Session-Id, WWW-Authenticate"),
+            );
+        }
+        response
+    }
+
+    async fn route(self: Arc<Self>, request: Request<hyper::body::Incoming>) -> HttpResponse {
         let path = request.uri().path();
         if METADATA_PATHS.contains(&path) {
             return self.metadata(request.method());
@@ -230,6 +249,17 @@ impl HttpService {
             return stateless_refused();
         }
         let is_initialize = method.as_deref() == Some("initialize");
+        if is_initialize
+            && self.connections.count_of(&making.principal) >= super::connections::MAX_PER_PRINCIPAL
+        {
+            return text(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!(
+                    "this principal has {} MCP sessions open, the most one may: end one (DELETE) first",
+                    super::connections::MAX_PER_PRINCIPAL
+                ),
+            );
+        }
         let made = making.made.clone();
         let principal = making.principal.clone();
         let request = Request::from_parts(parts, Full::new(bytes));
@@ -323,6 +353,28 @@ fn is_event_stream(response: &HttpResponse) -> bool {
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// The answer to a CORS preflight from an allowed origin (the headers MCP uses).
+fn preflight() -> HttpResponse {
+    let mut response = text(StatusCode::NO_CONTENT, "");
+    *response.body_mut() = Full::new(Bytes::new()).boxed();
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::ACCESS_CONTROL_ALLOW_METHODS,
+        http::HeaderValue::from_static("GET, POST, DELETE"),
+    );
+    headers.insert(
+        http::header::ACCESS_CONTROL_ALLOW_HEADERS,
+        http::HeaderValue::from_static(
+            "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID",
+        ),
+    );
+    headers.insert(
+        http::header::ACCESS_CONTROL_MAX_AGE,
+        http::HeaderValue::from_static("600"),
+    );
+    response
 }
 
 /// A request of the stateless 2026 revision, which has no sessions to own a sandbox's.

@@ -354,6 +354,48 @@ mod tests {
         assert!(check_name("a\u{1b}[31m").is_err());
     }
 
+    /// Token timing, attacked: how long a lookup takes must not say which line a token
+    /// is on, or whether it is on any. An early exit at the first match would make the
+    /// first line's token answer ~2 000 times faster than the last one's in this
+    /// table; the lookup compares every line, so the three take about as long. The
+    /// bound is loose on purpose (medians of interleaved batches; a busy machine).
+    #[test]
+    fn how_long_a_lookup_takes_does_not_depend_on_which_token_matches() {
+        let lines: String = (0..2_000).map(|i| format!("user{i} {i:032x}\n")).collect();
+        let table = parse(&lines).unwrap();
+        let (first, last, none) = (
+            format!("{:032x}", 0),
+            format!("{:032x}", 1_999),
+            "f".repeat(32),
+        );
+        let time = |token: &str| {
+            let started = std::time::Instant::now();
+            for _ in 0..20 {
+                std::hint::black_box(table.find(std::hint::black_box(token)));
+            }
+            started.elapsed()
+        };
+        let mut samples = [Vec::new(), Vec::new(), Vec::new()];
+        for _ in 0..15 {
+            for (n, token) in [&first, &last, &none].into_iter().enumerate() {
+                samples[n].push(time(token));
+            }
+        }
+        let medians: Vec<f64> = samples
+            .iter_mut()
+            .map(|s| {
+                s.sort();
+                s[s.len() / 2].as_secs_f64()
+            })
+            .collect();
+        assert_eq!(table.find(&first).unwrap().line, 1);
+        assert_eq!(table.find(&last).unwrap().line, 2_000);
+        for m in &medians[1..] {
+            let ratio = medians[0] / m;
+            assert!((0.33..3.0).contains(&ratio), "{medians:?}");
+        }
+    }
+
     #[test]
     fn a_reload_with_errors_keeps_the_tokens_in_force() {
         let dir = tempfile::tempdir().unwrap();
