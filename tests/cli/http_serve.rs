@@ -686,3 +686,55 @@ fn an_allowed_web_origin_gets_cors_answers_and_a_principal_has_a_bounded_number_
     );
     assert_eq!(reply.status, 200, "{reply:?}");
 }
+
+#[test]
+fn behind_a_proxy_the_public_name_is_accepted_as_the_proxy_passes_it() {
+    let tokens = token_file("proxy-tokens", &format!("alice {ALICE}\n"));
+    let policy = quiet_policy();
+    let server = HttpServer::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--token-file",
+        tokens.to_str().unwrap(),
+        "--public-url",
+        "https://sandbox.example.com",
+    ]);
+    let port = server.port;
+    assert_eq!(server.url, "https://sandbox.example.com/mcp");
+    let alice = bearer(ALICE);
+    let post = |host: &str, origin: Option<&str>| {
+        let mut headers = vec![
+            ("Host", host),
+            ("Authorization", alice.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        if let Some(origin) = origin {
+            headers.push(("Origin", origin));
+        }
+        raw(
+            port,
+            "POST",
+            "/mcp",
+            &headers,
+            initialize_message().to_string().as_bytes(),
+        )
+        .status
+    };
+    assert_eq!(post("sandbox.example.com", None), 200);
+    assert_eq!(post("sandbox.example.com:443", None), 200);
+    assert_eq!(post(&format!("127.0.0.1:{port}"), None), 200);
+    assert_eq!(
+        post("sandbox.example.com", Some("https://sandbox.example.com")),
+        200
+    );
+    assert_eq!(post("sandbox.example.com:8443", None), 403);
+    assert_eq!(post("evil.example", None), 403);
+    assert_eq!(
+        post(
+            "sandbox.example.com",
+            Some("http://sandbox.example.com:8080")
+        ),
+        403
+    );
+}

@@ -64,7 +64,13 @@ impl HttpServer {
                 .find_map(|line| line.split("listening on ").nth(1))
                 .and_then(|rest| rest.split_whitespace().next())
             {
-                let port = url
+                // `listening on URL` or, behind --public-url, `… (bound to ADDRESS)`.
+                let bound = log
+                    .lines()
+                    .find_map(|line| line.split("(bound to ").nth(1))
+                    .and_then(|rest| rest.split(')').next())
+                    .unwrap_or(url);
+                let port = bound
                     .rsplit(':')
                     .next()
                     .and_then(|p| p.trim_end_matches("/mcp").parse().ok())

@@ -158,6 +158,7 @@ pub async fn run(
     let gate = gate(
         &bound,
         loopback,
+        tls.is_some(),
         settings.public_url.as_ref(),
         &settings.allowed_origins,
     )?;
@@ -180,7 +181,6 @@ pub async fn run(
     };
     let service = Arc::new(service::HttpService {
         gate,
-        default_port: if tls.is_some() { 443 } else { 80 },
         auth,
         tenants: tenants.clone(),
         limits: PrincipalLimits::new(settings.principal_runs, sessions_per_principal),
@@ -312,15 +312,20 @@ fn reread(
 fn gate(
     bound: &std::net::SocketAddr,
     loopback: bool,
+    tls: bool,
     public_url: Option<&url::Url>,
     allowed: &[String],
 ) -> Result<Gate, String> {
+    let default_port = if tls { 443 } else { 80 };
     let mut hosts = Vec::new();
     if loopback {
-        for name in ["localhost", "127.0.0.1", "::1"] {
+        let own = bound.ip().to_string();
+        for name in ["localhost", "127.0.0.1", "::1", own.as_str()] {
             hosts.push(Authority::of(name, bound.port()));
+            if bound.port() == default_port {
+                hosts.push(Authority::portless(name));
+            }
         }
-        hosts.push(Authority::of(&bound.ip().to_string(), bound.port()));
     }
     if let Some(url) = public_url {
         let host = url
@@ -330,8 +335,16 @@ fn gate(
             .port_or_known_default()
             .ok_or_else(|| format!("--public-url {url}: no port"))?;
         hosts.push(Authority::of(host, port));
+        // `https://sandbox.example.com`: a proxy passes `Host: sandbox.example.com`.
+        if url.port().is_none() {
+            hosts.push(Authority::portless(host));
+        }
     }
-    let mut origins: Vec<Origin> = hosts.iter().flat_map(Origin::both_schemes).collect();
+    let mut origins: Vec<Origin> = hosts
+        .iter()
+        .filter(|host| host.has_port())
+        .flat_map(Origin::both_schemes)
+        .collect();
     for text in allowed {
         origins.push(Origin::parse(text).ok_or_else(|| {
             format!("--allow-origin {text}: not an origin (scheme://host[:port], e.g. https://app.example)")

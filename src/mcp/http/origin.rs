@@ -21,7 +21,9 @@ use http::HeaderMap;
 pub struct Authority {
     /// Lower case; an IPv6 address without its brackets.
     host: String,
-    port: u16,
+    /// `None`: a Host header without a port, which means the scheme's default; a server
+    /// reached on its scheme's default port lists its names both ways.
+    port: Option<u16>,
 }
 
 /// A web origin: scheme, host, port.
@@ -57,7 +59,7 @@ pub enum Refused {
 
 impl Authority {
     /// `host[:port]` as in a Host header; `default_port` when it has none.
-    pub fn parse(text: &str, default_port: u16) -> Option<Authority> {
+    pub fn parse(text: &str, default_port: Option<u16>) -> Option<Authority> {
         if text.is_empty() || text.contains(['@', '/', '?', '#', ' ', '\\']) {
             return None;
         }
@@ -78,7 +80,7 @@ impl Authority {
         let port = match port {
             None => default_port,
             Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
-                digits.parse().ok()?
+                Some(digits.parse().ok()?)
             }
             Some(_) => return None,
         };
@@ -100,8 +102,21 @@ impl Authority {
                 .trim_start_matches('[')
                 .trim_end_matches(']')
                 .to_ascii_lowercase(),
-            port,
+            port: Some(port),
         }
+    }
+
+    /// `host` named without a port (in a Host header: the scheme's default port).
+    pub fn portless(host: &str) -> Authority {
+        Authority {
+            port: None,
+            ..Authority::of(host, 0)
+        }
+    }
+
+    /// Whether a port is named.
+    pub fn has_port(&self) -> bool {
+        self.port.is_some()
     }
 }
 
@@ -116,7 +131,7 @@ impl Origin {
         };
         // An origin has no path; a lone trailing slash is how people write one.
         let rest = rest.strip_suffix('/').unwrap_or(rest);
-        let authority = Authority::parse(rest, scheme.default_port())?;
+        let authority = Authority::parse(rest, Some(scheme.default_port()))?;
         Some(Origin { scheme, authority })
     }
 
@@ -142,9 +157,8 @@ impl Gate {
         Gate { hosts, origins }
     }
 
-    /// Whether `headers` may reach this server; `default_port` is the port a Host
-    /// without one means (the scheme's).
-    pub fn check(&self, headers: &HeaderMap, default_port: u16) -> Result<(), Refused> {
+    /// Whether `headers` may reach this server.
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), Refused> {
         if let Some(hosts) = &self.hosts {
             let mut values = headers.get_all(http::header::HOST).iter();
             let host = values.next().ok_or(Refused::BadHost("no Host header"))?;
@@ -154,7 +168,7 @@ impl Gate {
             let host = host
                 .to_str()
                 .ok()
-                .and_then(|text| Authority::parse(text, default_port))
+                .and_then(|text| Authority::parse(text, None))
                 .ok_or(Refused::BadHost("the Host header is not a host"))?;
             if !hosts.contains(&host) {
                 return Err(Refused::Forbidden(
@@ -196,6 +210,33 @@ mod tests {
         Gate::new(Some(hosts), origins)
     }
 
+    #[test]
+    fn a_host_without_a_port_passes_only_where_the_server_listed_its_name_so() {
+        // Behind a proxy on https://sandbox.example.com, which passes the Host on.
+        let hosts = vec![
+            Authority::of("sandbox.example.com", 443),
+            Authority::portless("sandbox.example.com"),
+            Authority::of("localhost", 8080),
+        ];
+        let gate = Gate::new(Some(hosts), Vec::new());
+        for host in [
+            "sandbox.example.com",
+            "sandbox.example.com:443",
+            "Sandbox.Example.Com",
+            "localhost:8080",
+        ] {
+            assert_eq!(gate.check(&headers(&[("host", host)])), Ok(()), "{host}");
+        }
+        for host in [
+            "sandbox.example.com:80",
+            "localhost",
+            "sandbox.example.com.",
+            "example.com",
+        ] {
+            assert!(gate.check(&headers(&[("host", host)])).is_err(), "{host}");
+        }
+    }
+
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
@@ -216,11 +257,7 @@ mod tests {
             "127.0.0.1:8080",
             "[::1]:8080",
         ] {
-            assert_eq!(
-                gate.check(&headers(&[("host", host)]), 80),
-                Ok(()),
-                "{host}"
-            );
+            assert_eq!(gate.check(&headers(&[("host", host)])), Ok(()), "{host}");
         }
     }
 
@@ -240,7 +277,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    gate.check(&headers(&[("host", host)]), 80),
+                    gate.check(&headers(&[("host", host)])),
                     Err(Refused::Forbidden(_))
                 ),
                 "{host}"
@@ -256,18 +293,18 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    gate.check(&headers(&[("host", host)]), 80),
+                    gate.check(&headers(&[("host", host)])),
                     Err(Refused::BadHost(_))
                 ),
                 "{host}"
             );
         }
-        assert!(gate.check(&headers(&[]), 80).is_err());
+        assert!(gate.check(&headers(&[])).is_err());
         assert!(gate
-            .check(
-                &headers(&[("host", "localhost:8080"), ("host", "evil.example")]),
-                80
-            )
+            .check(&headers(&[
+                ("host", "localhost:8080"),
+                ("host", "evil.example")
+            ]))
             .is_err());
     }
 
@@ -286,7 +323,7 @@ mod tests {
             "https://APP.example/",
         ] {
             assert_eq!(
-                gate.check(&headers(&[host, ("origin", origin)]), 80),
+                gate.check(&headers(&[host, ("origin", origin)])),
                 Ok(()),
                 "{origin}"
             );
@@ -307,31 +344,28 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    gate.check(&headers(&[host, ("origin", origin)]), 80),
+                    gate.check(&headers(&[host, ("origin", origin)])),
                     Err(Refused::Forbidden(_))
                 ),
                 "{origin}"
             );
         }
         assert!(gate
-            .check(
-                &headers(&[
-                    host,
-                    ("origin", "http://localhost:8080"),
-                    ("origin", "http://evil.example")
-                ]),
-                80
-            )
+            .check(&headers(&[
+                host,
+                ("origin", "http://localhost:8080"),
+                ("origin", "http://evil.example")
+            ]))
             .is_err());
     }
 
     #[test]
     fn without_a_host_list_any_host_passes_but_origins_are_still_checked() {
         let gate = Gate::new(None, Vec::new());
-        assert_eq!(gate.check(&headers(&[("host", "anything:1")]), 80), Ok(()));
-        assert_eq!(gate.check(&headers(&[]), 80), Ok(()));
+        assert_eq!(gate.check(&headers(&[("host", "anything:1")])), Ok(()));
+        assert_eq!(gate.check(&headers(&[])), Ok(()));
         assert!(gate
-            .check(&headers(&[("origin", "http://anything:1")]), 80)
+            .check(&headers(&[("origin", "http://anything:1")]))
             .is_err());
     }
 }

@@ -49,8 +49,6 @@ pub type HttpResponse = Response<BoxBody<Bytes, Infallible>>;
 /// What the requests of one server share.
 pub struct HttpService {
     pub gate: Gate,
-    /// The port a Host header without one means (80, or 443 with TLS).
-    pub default_port: u16,
     pub auth: Authenticator,
     pub tenants: Arc<Tenants>,
     pub limits: Arc<PrincipalLimits>,
@@ -92,7 +90,7 @@ pub fn make_server() -> Result<CodeSandboxServer, std::io::Error> {
 
 impl HttpService {
     pub async fn handle(self: Arc<Self>, request: Request<hyper::body::Incoming>) -> HttpResponse {
-        if let Err(refused) = self.gate.check(request.headers(), self.default_port) {
+        if let Err(refused) = self.gate.check(request.headers()) {
             return match refused {
                 Refused::BadHost(why) => text(StatusCode::BAD_REQUEST, why),
                 Refused::Forbidden(why) => text(StatusCode::FORBIDDEN, why),
