@@ -63,7 +63,7 @@ pub struct HttpArgs {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
-    /// Runs at once per principal; more wait their turn.
+    /// Runs at once per principal; more wait their turn (up to 4 × N going and waiting).
     #[arg(long, value_name = "N", default_value_t = 4, requires = "http")]
     pub principal_runs: usize,
 

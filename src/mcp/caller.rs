@@ -58,6 +58,9 @@ impl Principal {
     }
 }
 
+/// Runs a principal may have going or waiting, per run it may have going.
+pub const ADMITTED_PER_RUN: usize = 4;
+
 /// The limits every principal gets, and the state of each principal now.
 pub struct PrincipalLimits {
     max_runs: usize,
@@ -85,6 +88,8 @@ impl PrincipalLimits {
             None => {
                 let state = Arc::new(PrincipalState {
                     runs: Arc::new(Semaphore::new(self.max_runs)),
+                    admitted: Arc::new(Semaphore::new(self.max_runs * ADMITTED_PER_RUN)),
+                    max_admitted: self.max_runs * ADMITTED_PER_RUN,
                     max_sessions: self.max_sessions,
                     sessions: Mutex::new(HashMap::new()),
                 });
@@ -102,6 +107,10 @@ impl PrincipalLimits {
 /// One principal's runs and sessions, shared by its connections.
 struct PrincipalState {
     runs: Arc<Semaphore>,
+    /// Runs going or waiting: a principal cannot pile up waiting calls without end
+    /// (each holds an HTTP connection of the server's).
+    admitted: Arc<Semaphore>,
+    max_admitted: usize,
     max_sessions: usize,
     /// (owner, session name) of every session this principal has or is opening.
     sessions: Mutex<HashMap<(String, String), SessionEntry>>,
@@ -132,6 +141,8 @@ pub struct Caller {
 pub enum Refusal {
     /// The principal has as many sessions open as it may.
     Sessions(String),
+    /// The principal has as many runs going and waiting as it may.
+    Busy(String),
     /// The call was cancelled while it waited for one of its principal's run slots.
     Cancelled,
 }
@@ -162,6 +173,14 @@ impl Caller {
         let Some(state) = &self.state else {
             return Ok(Admission::default());
         };
+        let Ok(admitted) = state.admitted.clone().try_acquire_owned() else {
+            return Err(Refusal::Busy(format!(
+                "{} runs of this principal are going or waiting already, the most this server \
+                 allows one principal ({ADMITTED_PER_RUN} × `--principal-runs`); wait for some \
+                 to finish",
+                state.max_admitted
+            )));
+        };
         let slot = match session {
             Some(name) => Some(SessionSlot::claim(state, owner, name, sandbox)?),
             None => None,
@@ -171,6 +190,7 @@ impl Caller {
             _ = cancel.cancelled() => return Err(Refusal::Cancelled),
         };
         Ok(Admission {
+            _admitted: Some(admitted),
             _run: permit,
             _session: slot,
         })
@@ -220,6 +240,7 @@ impl Caller {
 /// What an admitted call holds while it runs.
 #[derive(Default)]
 pub struct Admission {
+    _admitted: Option<OwnedSemaphorePermit>,
     _run: Option<OwnedSemaphorePermit>,
     _session: Option<SessionSlot>,
 }
@@ -320,6 +341,33 @@ mod tests {
         );
         drop(running);
         assert!(waiting.await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_principal_cannot_pile_up_waiting_runs() {
+        let limits = PrincipalLimits::new(1, 2);
+        let alice = limits.caller(Principal::new("alice", Via::Token));
+        let cancel = CancellationToken::new();
+        let sandbox = sandbox();
+        let running = alice.admit("a", None, &sandbox, &cancel).await.unwrap();
+        let mut waiting = Vec::new();
+        for _ in 1..ADMITTED_PER_RUN {
+            let (alice, sandbox, cancel) = (&alice, sandbox.clone(), cancel.clone());
+            waiting.push(Box::pin(async move {
+                alice.admit("a", None, &sandbox, &cancel).await
+            }));
+        }
+        for wait in &mut waiting {
+            // Each is admitted to wait (and waits).
+            assert!(tokio::time::timeout(Duration::from_millis(20), wait)
+                .await
+                .is_err());
+        }
+        let refused = alice.admit("a", None, &sandbox, &cancel).await;
+        assert!(matches!(refused, Err(Refusal::Busy(_))), "{refused:?}");
+        drop(running);
+        drop(waiting);
+        assert!(alice.admit("a", None, &sandbox, &cancel).await.is_ok());
     }
 
     #[tokio::test]

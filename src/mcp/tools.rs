@@ -256,7 +256,9 @@ impl CodeSandboxServer {
             .await
         {
             Ok(admitted) => admitted,
-            Err(Refusal::Sessions(message)) => return not_run(RunStatus::InvalidInput, message),
+            Err(Refusal::Sessions(message) | Refusal::Busy(message)) => {
+                return not_run(RunStatus::InvalidInput, message)
+            }
             Err(Refusal::Cancelled) => {
                 return not_run(
                     RunStatus::Cancelled,
