@@ -167,9 +167,17 @@ fn now() -> u64 {
         .as_secs()
 }
 
+/// `name` made unique in this test process: scratch files of one name are shared by
+/// the tests running at the same time, and made afresh by each.
+fn unique(name: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    format!("{n}-{name}")
+}
+
 fn quiet_policy() -> std::path::PathBuf {
     common::scratch_file(
-        "oauth-no-pool.yaml",
+        &unique("oauth-no-pool.yaml"),
         b"version: 1\nextends: default\npool:\n  size: 0\n",
     )
 }

