@@ -744,3 +744,44 @@ fn behind_a_proxy_the_public_name_is_accepted_as_the_proxy_passes_it() {
         403
     );
 }
+
+#[test]
+fn a_token_line_that_names_a_policy_runs_its_principals_calls_under_it() {
+    let tokens = token_file(
+        "policy-per-principal",
+        &format!("alice {ALICE}\nbob {BOB} strict\n"),
+    );
+    let policy = quiet_policy();
+    let server = HttpServer::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--token-file",
+        tokens.to_str().unwrap(),
+    ]);
+    let port = server.port;
+    let policy_of = |token: &str| {
+        let auth = bearer(token);
+        let id = open_session(port, &[("Authorization", &auth)]);
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Mcp-Session-Id", id.as_str()),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ];
+        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "check_code", "arguments": {"language": "python", "code": "print(1)"}}});
+        let reply = post_mcp(port, &headers, &call);
+        assert_eq!(reply.status, 200, "{reply:?}");
+        let answer = reply
+            .messages()
+            .into_iter()
+            .find(|m| m["id"] == 7)
+            .expect("the call's answer");
+        answer["result"]["structuredContent"]["policy"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(policy_of(BOB), "strict");
+    let alices = policy_of(ALICE);
+    assert!(alices.ends_with("no-pool.yaml"), "{alices}");
+}
