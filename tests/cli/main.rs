@@ -10,6 +10,7 @@ mod check;
 mod dependencies;
 mod http_oauth;
 mod http_serve;
+mod http_tls;
 mod image;
 mod policy_files;
 mod run;
