@@ -34,7 +34,7 @@ fn tls_with_the_servers_own_certificate() {
     ]);
     assert!(server.url.starts_with("https://"), "{}", server.url);
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let reply = runtime.block_on(tls_initialize(server.port, &ca));
+    let reply = runtime.block_on(tls_initialize(server.port, &ca)).unwrap();
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(
         reply.to_ascii_lowercase().contains("mcp-session-id"),
@@ -43,6 +43,23 @@ fn tls_with_the_servers_own_certificate() {
     // Plain HTTP on the TLS port gets nothing served.
     let reply = post_mcp(server.port, &[], &initialize_message());
     assert_ne!(reply.status, 200);
+    // SIGHUP takes a renewed certificate (here from another CA) without a restart.
+    let renewed = dir.join("renewed");
+    std::fs::create_dir_all(&renewed).unwrap();
+    let (cert2, key2, ca2) = (
+        renewed.join("cert.pem"),
+        renewed.join("key.pem"),
+        renewed.join("ca.pem"),
+    );
+    make_certificate(&renewed, &cert2, &key2, &ca2);
+    std::fs::copy(&cert2, &cert).unwrap();
+    std::fs::copy(&key2, &key).unwrap();
+    server.signal("HUP");
+    let log = server.wait_for_log("TLS certificate read again");
+    assert!(log.contains("TLS certificate read again"), "{log}");
+    let reply = runtime.block_on(tls_initialize(server.port, &ca2)).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(runtime.block_on(tls_initialize(server.port, &ca)).is_err());
     // A key that is not the certificate's is an error at start.
     let other = dir.join("other-key.pem");
     let made = std::process::Command::new("openssl")
@@ -153,8 +170,9 @@ fn make_certificate(dir: &Path, cert: &Path, key: &Path, ca: &Path) {
     }
 }
 
-/// `initialize` over TLS, trusting `ca` only; the raw answer.
-async fn tls_initialize(port: u16, ca: &std::path::Path) -> String {
+/// `initialize` over TLS, trusting `ca` only; the raw answer, or why the handshake
+/// failed.
+async fn tls_initialize(port: u16, ca: &std::path::Path) -> Result<String, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio_rustls::rustls;
     use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -177,7 +195,7 @@ async fn tls_initialize(port: u16, ca: &std::path::Path) -> String {
     let mut stream = connector
         .connect(name, tcp)
         .await
-        .expect("a TLS handshake the test CA vouches for");
+        .map_err(|e| e.to_string())?;
     let body = initialize_message().to_string();
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -186,5 +204,5 @@ async fn tls_initialize(port: u16, ca: &std::path::Path) -> String {
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut answer = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut answer)).await;
-    String::from_utf8_lossy(&answer).into_owned()
+    Ok(String::from_utf8_lossy(&answer).into_owned())
 }
