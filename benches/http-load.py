@@ -111,6 +111,8 @@ class HttpClient:
         expect(reply)
 
     def close(self):
+        # The server closes a keep-alive connection idle for 10 s: a fresh one may be needed.
+        self.connection.close()
         self.connection.request("DELETE", "/mcp", headers=self.headers)
         self.connection.getresponse().read()
         self.connection.close()
