@@ -13,6 +13,7 @@ mod live;
 mod policy_cmd;
 mod run;
 mod serve;
+mod serve_http;
 mod suppress;
 
 use clap::{Parser, Subcommand};
@@ -70,8 +71,9 @@ impl PolicyArg {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve MCP over stdio (what an agent starts; the default with no subcommand).
-    Serve(serve::ServeArgs),
+    /// Serve MCP over stdio (what an agent starts; the default with no subcommand), or
+    /// over streamable HTTP for a team with --http HOST:PORT.
+    Serve(Box<serve::ServeArgs>),
     /// Check files against the policy, like a linter; nothing is run.
     Check(check::CheckArgs),
     /// Check a file (or stdin) against the policy, then run it in a hardened container.
@@ -180,7 +182,7 @@ pub fn main() -> ExitCode {
     crate::sandbox::egress::limits::raise_descriptor_limit();
     match cli.command {
         None => serve::main(cli.serve),
-        Some(Command::Serve(args)) => serve::main(args),
+        Some(Command::Serve(args)) => serve::main(*args),
         Some(Command::Check(args)) => check::main(args),
         Some(Command::Run(args)) => run::main(args),
         Some(Command::Policy(command)) => policy_cmd::main(command),

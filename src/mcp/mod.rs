@@ -10,6 +10,8 @@ mod approval;
 mod approval_message;
 pub mod audit;
 mod describe;
+pub mod http;
+mod principal;
 mod progress;
 mod render;
 mod request_id;
@@ -19,6 +21,7 @@ mod stdio;
 mod tools;
 mod types;
 
+pub use principal::{Allowance, Principal, PrincipalLimits, Via};
 pub use stdio::{request_limit, stdio_lines};
 pub use types::{CheckCodeArgs, CheckResult, RunCodeArgs, RunResult, RunStatus};
 
@@ -28,8 +31,8 @@ use crate::sandbox::Sandbox;
 use rmcp::handler::server::tool::ToolRouter;
 use rmcp::model::{
     ErrorData, Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
-    ServerConfig,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
@@ -60,6 +63,8 @@ pub struct CodeSandboxServer {
     audit: Option<Arc<audit::AuditLog>>,
     /// sha256 of the effective policy, for the audit log.
     policy_sha256: Arc<str>,
+    /// Who calls through this connection, and what it may still start.
+    allowance: Arc<Allowance>,
 }
 
 impl CodeSandboxServer {
@@ -136,7 +141,49 @@ impl CodeSandboxServer {
             policy_error: None,
             audit,
             policy_sha256: policy_sha256.into(),
+            allowance: Arc::new(Allowance::local()),
         }
+    }
+
+    /// This server for one more connection, of `caller`: the same policy, sandbox and
+    /// tools; its own name for its sessions (which carries the principal's name, for
+    /// the logs) and its own stop, which [`CodeSandboxServer::close_connection`] fires.
+    pub fn for_principal(&self, allowance: Allowance) -> CodeSandboxServer {
+        let connection = match allowance.principal() {
+            Some(principal) => format!("{}/{}", principal.name, next_connection_id()),
+            None => next_connection_id(),
+        };
+        CodeSandboxServer {
+            connection: connection.into(),
+            stop: self.stop.child_token(),
+            allowance: Arc::new(allowance),
+            ..self.clone()
+        }
+    }
+
+    /// Ends this connection: its runs in flight are killed and the sessions it opened
+    /// end, their containers removed. Other connections are untouched.
+    pub async fn close_connection(&self) {
+        self.stop.cancel();
+        let owner = &self.connection;
+        self.allowance
+            .session_calls_finished(owner, CLOSE_WAIT)
+            .await;
+        for name in self.allowance.sessions_of(owner) {
+            self.sandbox.end_session(owner, &name).await;
+            self.allowance.session_ended(owner, &name);
+        }
+    }
+
+    /// Kills every run in flight of this server and of every connection made from it
+    /// with [`CodeSandboxServer::for_principal`].
+    pub fn cancel_runs(&self) {
+        self.stop.cancel();
+    }
+
+    /// The policy file's errors, when the server only answers with them.
+    pub fn policy_error(&self) -> Option<&str> {
+        self.policy_error.as_deref()
     }
 
     /// A server for a policy that could not be loaded. A client shows a server that
@@ -182,6 +229,17 @@ impl ServerHandler for CodeSandboxServer {
         )
         .with_server_info(implementation)
         .with_instructions(self.instructions.to_string())
+    }
+
+    /// Over HTTP only the versions with an `initialize` handshake, so that every client
+    /// has an MCP session: its connection, which owns its sandbox sessions and whose end
+    /// ends them (the stateless 2026 revision has none).
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if self.allowance.principal().is_some() {
+            std::borrow::Cow::Borrowed(http::PROTOCOL_VERSIONS)
+        } else {
+            std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
     }
 
     /// The tools, their run-tool descriptions naming what each image offers (its
@@ -255,6 +313,10 @@ fn next_connection_id() -> String {
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     )
 }
+
+/// How long a closing connection waits for its cancelled session calls to return
+/// before it ends their sessions.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long the last messages may take to reach the client at the end.
 const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);

@@ -10,6 +10,9 @@ mod common;
 mod check;
 mod dependencies;
 mod docs;
+mod http_oauth;
+mod http_serve;
+mod http_tls;
 mod image;
 mod limits;
 mod policy_cmd;
@@ -23,6 +26,9 @@ fn main() -> std::process::ExitCode {
             check::tests,
             dependencies::tests,
             docs::tests,
+            http_oauth::tests,
+            http_serve::tests,
+            http_tls::tests,
             image::tests,
             policy_cmd::tests,
             limits::tests,

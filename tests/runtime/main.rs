@@ -13,6 +13,7 @@ mod e2e_clients;
 mod egress;
 mod export_attacks;
 mod guard;
+mod http_clients;
 mod mcp_server;
 mod network;
 mod outputs;
@@ -34,6 +35,7 @@ fn main() -> std::process::ExitCode {
             export_attacks::tests,
             egress::tests,
             guard::tests,
+            http_clients::tests,
             mcp_server::tests,
             network::tests,
             outputs::tests,

@@ -1,18 +1,18 @@
 //! Network by name: under `network: { allow: [...] }` a box still has no network at
 //! all (loopback only). Its one way out is the backend's egress route (for Docker, a
 //! Unix socket mounted into the container), on which this process serves the egress
-//! proxy ([`proxy`]). Inside, the supervisor relays `127.0.0.1:`[`layout::RELAY_PORT`] to the
+//! proxy (`proxy`). Inside, the supervisor relays `127.0.0.1:`[`layout::RELAY_PORT`] to the
 //! route, and `HTTP_PROXY` / `HTTPS_PROXY` name it: clients that honour them reach the
 //! listed hosts; nothing else reaches anything (no interface, so no DNS, no other
 //! network, not the host's own services).
 //!
-//! The proxy, by concern: reading requests strictly ([`head`], [`incoming`]) and
-//! relaying them one by one ([`relay`]); judging the address it connects to
-//! ([`address`], [`dial`]); what a tunnel may carry ([`tunnel`]); per-box caps
-//! ([`limits`]); what it refused, per box ([`refusals`]); the policy's secrets, as
-//! placeholders swapped at the proxy ([`secrets`]), inside TLS it ends with a CA of
-//! this instance ([`authority`], [`intercept`]); its own TLS to real hosts
-//! ([`upstream_tls`]).
+//! The proxy, by concern: reading requests strictly (`head`, `incoming`) and
+//! relaying them one by one (`relay`); judging the address it connects to
+//! (`address`, `dial`); what a tunnel may carry (`tunnel`); per-box caps
+//! (`limits`); what it refused, per box (`refusals`); the policy's secrets, as
+//! placeholders swapped at the proxy (`secrets`), inside TLS it ends with a CA of
+//! this instance (`authority`, `intercept`); its own TLS to real hosts
+//! (`upstream_tls`).
 //!
 //! One proxy per purpose and instance, started on first use and stopped at shutdown.
 //! Each connection arrives with the box it came from, so each run gets its own

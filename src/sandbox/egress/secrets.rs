@@ -45,7 +45,7 @@ struct Issued {
 }
 
 /// Placeholders given out for a box about to start; they go with the box
-/// ([`Secrets::bind`]) or, dropped, are forgotten.
+/// (`Secrets::bind`) or, dropped, are forgotten.
 pub struct Ticket {
     secrets: Arc<Secrets>,
     placeholders: Vec<String>,
