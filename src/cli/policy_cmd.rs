@@ -84,10 +84,26 @@ fn layers(arg: &PolicyArg, settings: Option<Language>) -> ExitCode {
         };
         println!("{language}: {layers}");
     }
-    println!(
-        "always: the container's limits and lock-down, and the supervisor's hardening filter \
-         (no ptrace, io_uring, bpf, …; no signal to the supervisor)"
-    );
+    println!("\n# each rule: enforced (outside the program's reach) or checked");
+    let rules = crate::sandbox::assets::layers::rule_layers(&engine);
+    let width = rules.iter().map(|r| r.rule.len()).max().unwrap_or(0);
+    for rule in &rules {
+        let kept = if rule.enforced { "enforced" } else { "checked" };
+        println!(
+            "{:<width$}  {:<4}  {kept:<8}  {}",
+            rule.rule,
+            rule.action.as_str(),
+            if rule.layers.is_empty() {
+                "nothing (off)".to_string()
+            } else {
+                rule.layers.join("; ")
+            }
+        );
+    }
+    println!("\n# always");
+    for layer in crate::sandbox::assets::layers::ALWAYS {
+        println!("{layer}");
+    }
     ExitCode::SUCCESS
 }
 

@@ -138,7 +138,8 @@ fn limits_in_words(
              DNS lookups and package downloads fail"
             .to_string(),
         NetworkMode::Bridge => "bridge: outbound connections are possible".to_string(),
-        NetworkMode::Allow(hosts) => {
+        NetworkMode::Allow(_) => {
+            let hosts = policy.allowed_hosts().unwrap_or_default();
             let hosts: Vec<&str> = hosts.iter().map(|h| h.written.as_str()).collect();
             format!(
                 "only {} (ports 443 and 80 unless one is named), through the sandbox's HTTP \
@@ -187,7 +188,31 @@ fn limits_in_words(
             env_names.join(", ")
         ));
     }
+    text.push_str(&secrets_in_words(policy));
     text
+}
+
+/// The secrets by name (never a value), where each may go, and how they work.
+fn secrets_in_words(policy: &Policy) -> String {
+    if policy.secrets.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = policy
+        .secrets
+        .iter()
+        .map(|secret| {
+            let hosts: Vec<&str> = secret.hosts.iter().map(|h| h.written.as_str()).collect();
+            format!("{} (for {})", secret.name, hosts.join(", "))
+        })
+        .collect();
+    format!(
+        "- Secrets: {}. Read them from the environment and send them as usual (a header, \
+         or the URL's query) in HTTPS requests through the proxy: the variable holds a \
+         placeholder, which the proxy replaces with the real value only in requests to \
+         the secret's hosts. Printing one shows the placeholder; sending it anywhere else, \
+         or over plain HTTP, is refused and listed in the result (secret_refused).\n",
+        each.join(", ")
+    )
 }
 
 /// The host folders the sandbox sees, or that it sees none.

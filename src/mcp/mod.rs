@@ -7,16 +7,22 @@
 //! stream pair and removes every container when the stream ends or `stop` fires.
 
 mod approval;
+mod approval_message;
 pub mod audit;
 mod describe;
+pub mod http;
+mod principal;
 mod progress;
 mod render;
+mod request_id;
 mod resources;
 mod sanitize;
+mod stdio;
 mod tools;
 mod types;
 
-pub use sanitize::stdio_lines;
+pub use principal::{Allowance, Principal, PrincipalLimits, Via};
+pub use stdio::{request_limit, stdio_lines};
 pub use types::{CheckCodeArgs, CheckResult, RunCodeArgs, RunResult, RunStatus};
 
 use crate::analysis::Language;
@@ -25,8 +31,8 @@ use crate::sandbox::Sandbox;
 use rmcp::handler::server::tool::ToolRouter;
 use rmcp::model::{
     ErrorData, Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
-    ServerConfig,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
@@ -57,11 +63,18 @@ pub struct CodeSandboxServer {
     audit: Option<Arc<audit::AuditLog>>,
     /// sha256 of the effective policy, for the audit log.
     policy_sha256: Arc<str>,
+    /// Who calls through this connection, and what it may still start.
+    allowance: Arc<Allowance>,
 }
 
 impl CodeSandboxServer {
     /// A server for `policy`, handing `env` to every run. Does no I/O.
     pub fn new(policy: Policy, env: Vec<(String, String)>) -> CodeSandboxServer {
+        // A secret without its value would be a run that cannot authenticate: say so
+        // now, on every call, with the line that declares it.
+        if let Err(error) = policy.check_secrets() {
+            return CodeSandboxServer::with_policy_error(&error);
+        }
         // A log that cannot be written is an error now, not calls missing from it.
         let audit = match &policy.audit {
             Some(audit) => match audit::AuditLog::open(&audit.file) {
@@ -128,7 +141,49 @@ impl CodeSandboxServer {
             policy_error: None,
             audit,
             policy_sha256: policy_sha256.into(),
+            allowance: Arc::new(Allowance::local()),
         }
+    }
+
+    /// This server for one more connection, of `caller`: the same policy, sandbox and
+    /// tools; its own name for its sessions (which carries the principal's name, for
+    /// the logs) and its own stop, which [`CodeSandboxServer::close_connection`] fires.
+    pub fn for_principal(&self, allowance: Allowance) -> CodeSandboxServer {
+        let connection = match allowance.principal() {
+            Some(principal) => format!("{}/{}", principal.name, next_connection_id()),
+            None => next_connection_id(),
+        };
+        CodeSandboxServer {
+            connection: connection.into(),
+            stop: self.stop.child_token(),
+            allowance: Arc::new(allowance),
+            ..self.clone()
+        }
+    }
+
+    /// Ends this connection: its runs in flight are killed and the sessions it opened
+    /// end, their containers removed. Other connections are untouched.
+    pub async fn close_connection(&self) {
+        self.stop.cancel();
+        let owner = &self.connection;
+        self.allowance
+            .session_calls_finished(owner, CLOSE_WAIT)
+            .await;
+        for name in self.allowance.sessions_of(owner) {
+            self.sandbox.end_session(owner, &name).await;
+            self.allowance.session_ended(owner, &name);
+        }
+    }
+
+    /// Kills every run in flight of this server and of every connection made from it
+    /// with [`CodeSandboxServer::for_principal`].
+    pub fn cancel_runs(&self) {
+        self.stop.cancel();
+    }
+
+    /// The policy file's errors, when the server only answers with them.
+    pub fn policy_error(&self) -> Option<&str> {
+        self.policy_error.as_deref()
     }
 
     /// A server for a policy that could not be loaded. A client shows a server that
@@ -174,6 +229,17 @@ impl ServerHandler for CodeSandboxServer {
         )
         .with_server_info(implementation)
         .with_instructions(self.instructions.to_string())
+    }
+
+    /// Over HTTP only the versions with an `initialize` handshake, so that every client
+    /// has an MCP session: its connection, which owns its sandbox sessions and whose end
+    /// ends them (the stateless 2026 revision has none).
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if self.allowance.principal().is_some() {
+            std::borrow::Cow::Borrowed(http::PROTOCOL_VERSIONS)
+        } else {
+            std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
     }
 
     /// The tools, their run-tool descriptions naming what each image offers (its
@@ -248,6 +314,10 @@ fn next_connection_id() -> String {
     )
 }
 
+/// How long a closing connection waits for its cancelled session calls to return
+/// before it ends their sessions.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How long the last messages may take to reach the client at the end.
 const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -298,11 +368,12 @@ where
             }
         })
     };
-    let (reader, writer, written) = stdio_lines(reader, writer);
-    let end = match server
-        .serve_with_ct((reader, writer), stop.child_token())
-        .await
-    {
+    let limit = request_limit(server.policy());
+    let (reader, writer, written) = stdio_lines(reader, writer, limit);
+    // The transport takes what the line discipline passes on (a line and its end).
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(reader, writer)
+        .with_max_line_length(limit.saturating_add(2));
+    let end = match server.serve_with_ct(transport, stop.child_token()).await {
         Ok(running) => match running.waiting().await {
             Ok(reason) => {
                 tracing::info!(?reason, "MCP session ended");

@@ -56,6 +56,11 @@ pub struct PolicyFile {
     pub audit: Option<AuditFile>,
     /// Packages a run may ask to have installed (the run tools' `packages` argument).
     pub packages: Option<PackagesFile>,
+    /// Secrets the code may use toward their hosts without holding them (placeholders
+    /// the egress proxy swaps); replaces the inherited list.
+    #[serde(default, deserialize_with = "super::secrets::deserialize")]
+    #[schemars(with = "Option<std::collections::BTreeMap<String, super::secrets::SecretFile>>")]
+    pub secrets: Option<Vec<(String, super::secrets::SecretFile)>>,
     /// The checker's rules, merged by `id`: an entry whose id the parent has changes
     /// only the keys it gives (say, `action: off`); an entry with a new id adds a rule,
     /// and must give `category`, `message` and a matcher.
@@ -193,6 +198,8 @@ pub struct ExportFile {
     pub path: String,
     /// An existing file there is replaced; otherwise it is left and the result says so.
     pub overwrite: Option<bool>,
+    /// Protected names (dot-names, files tools run) this policy lets an export write.
+    pub allow: Option<Vec<String>>,
 }
 
 /// Packages a run may ask to have installed, and where they come from.
@@ -411,7 +418,17 @@ pub struct Policy {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<Audit>,
     pub packages: Packages,
+    /// Secrets swapped in at the egress proxy, in the order written.
+    #[serde(
+        serialize_with = "super::secrets::serialize",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub secrets: Vec<super::secrets::Secret>,
     pub rules: Vec<Rule>,
+    /// The policy files it was read from (real paths, the `extends` chain's included):
+    /// what no export and no rw mount may reach.
+    #[serde(skip)]
+    pub files: Vec<std::path::PathBuf>,
 }
 
 /// The packages a run may ask for, and where they come from.
@@ -589,6 +606,9 @@ pub struct Export {
     pub dir: std::path::PathBuf,
     /// An existing file is replaced; otherwise it is left and the result says so.
     pub overwrite: bool,
+    /// Globs of protected names (see `policy::protected_names`) exported anyway.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
 }
 
 /// Where the audit log goes.

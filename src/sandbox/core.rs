@@ -80,13 +80,14 @@ impl Core {
             .into_iter()
             .map(|language| (language, Guard::new(&engine, language)))
             .collect();
+        let egress = Egress::with_secrets(EgressPurpose::Run, &policy.secrets);
         Core {
             engine,
             guards,
             prepared: Mutex::new(HashMap::new()),
             policy,
             backend,
-            egress: Egress::new(EgressPurpose::Run),
+            egress,
             install_egress: Egress::new(EgressPurpose::Install),
             package_sets: Mutex::new(HashMap::new()),
             pool,
@@ -205,6 +206,9 @@ impl Core {
                 .iter()
                 .filter_map(|record| findings::explained(record, &self.policy)),
         );
+        if executed.unreported > 0 {
+            blocked.push(findings::unreported(executed.unreported, processes));
+        }
         // Ended from outside: not by the sandbox, and not by the OOM killer.
         let killed_outside = executed.outside && !oom_killed && !executed.timed_out;
         let mut stderr = executed.stderr;
@@ -235,6 +239,7 @@ impl Core {
             files: returned.files,
             files_unlisted: returned.unlisted,
             network_refused: self.egress.refusals(id, since),
+            secret_refused: self.egress.secret_refusals(id, since),
         })
     }
 
@@ -288,18 +293,20 @@ impl Core {
                 ..mode
             };
             let (argv, mut env) = self.command_for(language, &prepared.interpreters, &mode)?;
+            let mut placeholders = None;
             let network = if mode.install {
                 let (_, python_index) = self.policy.packages.for_language(Language::Python);
                 let (_, registry) = self.policy.packages.for_language(Language::JavaScript);
                 let hosts = super::install::index_hosts(&[python_index, registry]);
-                self.install_egress
-                    .open(self.backend.as_ref(), &hosts)
-                    .await?;
+                self.install_egress.open(&self.backend, &hosts).await?;
                 BoxNetwork::Egress(EgressPurpose::Install)
             } else {
                 match &self.policy.network {
                     NetworkMode::Allow(allow) => {
-                        self.egress.open(self.backend.as_ref(), allow).await?;
+                        self.egress.open(&self.backend, allow).await?;
+                        let (secrets, ticket) = self.egress.box_env();
+                        env.extend(secrets);
+                        placeholders = ticket;
                         BoxNetwork::Egress(EgressPurpose::Run)
                     }
                     NetworkMode::Bridge => BoxNetwork::Bridge,
@@ -322,7 +329,11 @@ impl Core {
                     writable: mode.install,
                 }),
             };
-            self.create(&spec).await
+            let io = self.create(&spec).await?;
+            if let Some(ticket) = placeholders {
+                self.egress.bind(ticket, &io.id);
+            }
+            Ok(io)
         }
         .await;
         // Removed since it was checked (by the assets setup's box or this one's): the
@@ -342,29 +353,29 @@ impl Core {
         cancel: &CancellationToken,
         permit: &Permit,
     ) -> Result<BoxIo, SandboxError> {
-        let mut task = tokio::spawn({
+        let task = tokio::spawn({
             let core = self.clone();
             async move { core.start_box(language, mode).await }
         });
+        // Whoever stops waiting (a cancellation, or a caller that drops this future),
+        // the creation goes on using the engine: it keeps this run's concurrency slot
+        // until it has ended and its box is gone.
+        let mut creation = Creation {
+            task: Some(task),
+            core: self.clone(),
+            slot: Arc::clone(permit),
+        };
+        let task = creation.task.as_mut().expect("just set");
         tokio::select! {
             biased;
-            _ = cancel.cancelled() => {
-                let core = self.clone();
-                // The creation goes on using the engine: it keeps this run's
-                // concurrency slot until it has ended and its box is gone.
-                let slot = Arc::clone(permit);
-                tokio::spawn(async move {
-                    if let Ok(Ok(io)) = task.await {
-                        core.discard(&io.id).await;
-                    }
-                    drop(slot);
-                });
-                Err(SandboxError::Cancelled)
+            _ = cancel.cancelled() => Err(SandboxError::Cancelled),
+            created = task => {
+                creation.task = None;
+                match created {
+                    Ok(result) => result,
+                    Err(join_error) => Err(SandboxError::Engine(format!("creating a container: {join_error}"))),
+                }
             }
-            created = &mut task => match created {
-                Ok(result) => result,
-                Err(join_error) => Err(SandboxError::Engine(format!("creating a container: {join_error}"))),
-            },
         }
     }
 
@@ -441,6 +452,7 @@ impl Core {
     }
 
     pub(super) async fn discard(&self, id: &str) {
+        self.egress.forget(id);
         self.backend.remove(id).await;
         self.live_set().remove(id);
     }
@@ -565,6 +577,33 @@ pub(super) fn once_per_key<T>(
         .entry(key.to_string())
         .or_default()
         .clone()
+}
+
+/// A box creation someone waits for; when they stop waiting before it is done, its box
+/// is removed once it exists.
+struct Creation {
+    task: Option<tokio::task::JoinHandle<Result<BoxIo, SandboxError>>>,
+    core: Arc<Core>,
+    slot: Permit,
+}
+
+impl Drop for Creation {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return; // the runtime is going: shutdown or the next sweep removes the box
+        }
+        let core = self.core.clone();
+        let slot = Arc::clone(&self.slot);
+        tokio::spawn(async move {
+            if let Ok(Ok(io)) = task.await {
+                core.discard(&io.id).await;
+            }
+            drop(slot);
+        });
+    }
 }
 
 /// One box creation under way, counted from its start until this is dropped (however

@@ -10,14 +10,21 @@ mod common;
 mod attacks;
 mod audit;
 mod e2e_clients;
+mod egress;
+mod export_attacks;
 mod guard;
+mod http_clients;
 mod mcp_server;
 mod network;
 mod ordinary;
 mod outputs;
 mod packages;
+mod privacy;
 mod sandbox;
+mod secrets;
 mod sessions;
+mod supervisor;
+mod transport;
 
 fn main() -> std::process::ExitCode {
     common::harness::main(
@@ -26,14 +33,21 @@ fn main() -> std::process::ExitCode {
             attacks::tests,
             audit::tests,
             e2e_clients::tests,
+            export_attacks::tests,
+            egress::tests,
             guard::tests,
+            http_clients::tests,
             mcp_server::tests,
             network::tests,
             ordinary::tests,
             outputs::tests,
             packages::tests,
+            privacy::tests,
             sandbox::tests,
+            secrets::tests,
             sessions::tests,
+            supervisor::tests,
+            transport::tests,
         ],
     )
 }

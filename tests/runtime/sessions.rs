@@ -226,7 +226,11 @@ async fn a_javascript_session_behaves_like_the_repl() {
     let first = javascript(&mut server, "repl", cell).await;
     assert_eq!(stdout(&first), "1 a/b function 2\n", "{first}");
     let again = javascript(&mut server, "repl", cell).await;
-    assert_eq!(stdout(&again), "2 a/b function 2\n", "the same cell again: {again}");
+    assert_eq!(
+        stdout(&again),
+        "2 a/b function 2\n",
+        "the same cell again: {again}"
+    );
     assert_eq!(structured(&again)["exit_code"], 0, "{again}");
 
     let soon = javascript(
@@ -247,7 +251,11 @@ async fn a_javascript_session_behaves_like_the_repl() {
     let stderr = structured(&thrown)["stderr"].as_str().unwrap();
     assert!(stderr.contains("Uncaught Error: from a timer"), "{thrown}");
     assert!(stderr.contains("Uncaught Error: unhandled"), "{thrown}");
-    assert_eq!(structured(&thrown)["session"]["ended"], Value::Null, "{thrown}");
+    assert_eq!(
+        structured(&thrown)["session"]["ended"],
+        Value::Null,
+        "{thrown}"
+    );
     let after = javascript(&mut server, "repl", "console.log(count)").await;
     assert_eq!(stdout(&after), "2\n", "the session went on: {after}");
 
@@ -259,7 +267,10 @@ async fn a_javascript_session_behaves_like_the_repl() {
     .await;
     assert_eq!(stdout(&background), "started\n", "{background}");
     let stderr = structured(&background)["stderr"].as_str().unwrap();
-    assert!(stderr.contains("still run in the background"), "{background}");
+    assert!(
+        stderr.contains("still run in the background"),
+        "{background}"
+    );
     let stopped = javascript(
         &mut server,
         "repl",

@@ -11,8 +11,7 @@
 
 use super::super::dynamic;
 use super::super::FactKind;
-use super::scope::ScopeId;
-use super::values::Val;
+use super::model::{normalize, ScopeId, Val};
 use super::Analyzer;
 use super::{Field, NodeExt};
 use tree_sitter::Node;
@@ -33,11 +32,6 @@ const PATH_JOINS: &[&str] = &[
 fn is_json_file(specifier: &str) -> bool {
     let file = specifier.rsplit('/').next().unwrap_or(specifier);
     specifier.ends_with(JSON_SUFFIX) && file.len() > JSON_SUFFIX.len() && !specifier.contains(':')
-}
-
-/// A module specifier as the policy names it: `node:fs` is `fs`.
-pub fn normalize(specifier: &str) -> &str {
-    specifier.strip_prefix("node:").unwrap_or(specifier)
 }
 
 impl<'a> Analyzer<'a> {

@@ -17,6 +17,7 @@
 
 pub mod findings;
 mod guard;
+pub mod layers;
 
 pub use guard::{Guard, GuardedCommand, Mode};
 
