@@ -26,6 +26,18 @@ pub fn message(request: &ApprovalRequest<'_>, approval: &Approval) -> String {
          your approval:\n"
     );
     for finding in request.findings.iter().filter(|f| f.action == Action::Ask) {
+        // A finding in a module handed in with the run: its file is named (its
+        // lines are in the files listed below, not in the code shown here).
+        if let Some(file) = &finding.file {
+            text.push_str(&format!(
+                "\n• {}, line {}: {} — {}\n",
+                escaped(file),
+                finding.line,
+                escaped(&finding.rule),
+                escaped(&finding.message)
+            ));
+            continue;
+        }
         text.push_str(&format!(
             "\n• line {}: {} — {}\n",
             finding.line,
@@ -151,6 +163,20 @@ mod tests {
             text.contains("(3 lines, as the interpreter counts them)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_finding_in_a_module_handed_in_names_its_file_not_a_line_of_the_code() {
+        let in_module = Finding {
+            file: Some("lib/tools.py".into()),
+            ..finding(2, "m")
+        };
+        let text = ask(Language::Python, "import lib.tools\nprint(1)", &[in_module]);
+        assert!(
+            text.contains("• lib/tools.py, line 2: process-exec"),
+            "{text}"
+        );
+        assert!(!text.contains("• line 2"), "{text}");
     }
 
     #[test]
