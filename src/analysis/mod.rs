@@ -112,6 +112,30 @@ pub struct Analysis {
     pub kind: SourceKind,
 }
 
+impl Analysis {
+    /// Forgets the loads of modules the run brings along (files handed in with it,
+    /// checked on their own): an `Import` whose specifier `local` recognises, and the
+    /// `file-code` access reported at the same place for it.
+    pub fn forget_local_modules(&mut self, local: impl Fn(&str) -> bool) {
+        let spans: Vec<Span> = self
+            .facts
+            .iter()
+            .filter(|f| matches!(&f.kind, FactKind::Import { module } if local(module)))
+            .map(|f| f.span)
+            .collect();
+        if spans.is_empty() {
+            return;
+        }
+        self.facts.retain(|fact| match &fact.kind {
+            FactKind::Import { module } => !local(module),
+            FactKind::DynamicAccess { kind, .. } => {
+                !(kind == dynamic::FILE_CODE && spans.contains(&fact.span))
+            }
+            _ => true,
+        });
+    }
+}
+
 /// Turns source text into facts for the given language.
 pub fn analyze(language: Language, source: &str) -> Analysis {
     let (mut facts, kind) = if let Some(offset) = too_deep(source) {

@@ -278,7 +278,7 @@ async fn check(
     language: Language,
     code: String,
 ) -> Result<Report, InputError> {
-    check_after(engine, language, String::new(), code).await
+    check_after(engine, language, String::new(), code, Vec::new()).await
 }
 
 /// An engine failure in words a user can act on; the server stays up either way.

@@ -434,9 +434,24 @@ impl PolicyEngine {
         before: &str,
         code: &str,
     ) -> Result<Report, InputError> {
+        self.check_continuation_with(language, before, code, &|_| false)
+    }
+
+    /// [`check_continuation`](Self::check_continuation) for a run that brings modules
+    /// along (files handed in, checked on their own): loading one of those (`local`
+    /// recognises its specifier) is no finding.
+    pub fn check_continuation_with(
+        &self,
+        language: Language,
+        before: &str,
+        code: &str,
+        local: &dyn Fn(&str) -> bool,
+    ) -> Result<Report, InputError> {
         self.check_size(code.len())?;
         if before.is_empty() {
-            return self.check(language, code);
+            let mut analysis = analysis::analyze(language, code);
+            analysis.forget_local_modules(local);
+            return Ok(self.check_analysis(&analysis));
         }
         let mut joined = String::with_capacity(before.len() + 1 + code.len());
         joined.push_str(before);
@@ -450,7 +465,9 @@ impl PolicyEngine {
         }
         let offset = analysis::lines::terminators(&joined, language).len() as u32;
         joined.push_str(code);
-        let mut report = self.check_analysis(&analysis::analyze(language, &joined));
+        let mut analysis = analysis::analyze(language, &joined);
+        analysis.forget_local_modules(local);
+        let mut report = self.check_analysis(&analysis);
         report.findings.retain(|finding| finding.line > offset);
         for finding in &mut report.findings {
             finding.line -= offset;

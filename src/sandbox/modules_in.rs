@@ -61,6 +61,25 @@ pub fn digests(workdir: &str, language: Language, files: &[InputFile]) -> Option
     (!map.is_empty()).then(|| serde_json::Value::Object(map).to_string())
 }
 
+/// How the program may name the JavaScript modules among `files` when it loads them
+/// (`./lib/a.js`, `./lib/a`, `/sandbox/lib/a.js`); none for Python, which imports by
+/// module name.
+pub fn specifiers(language: Language, files: &[InputFile]) -> Vec<String> {
+    if language != Language::JavaScript {
+        return Vec::new();
+    }
+    let workdir = super::layout::WORKDIR;
+    let mut names = Vec::new();
+    for file in files.iter().filter(|f| is_module(&f.path, language)) {
+        names.push(format!("./{}", file.path));
+        names.push(format!("{workdir}/{}", file.path));
+        if let Some(stem) = file.path.strip_suffix(".js") {
+            names.push(format!("./{stem}"));
+        }
+    }
+    names
+}
+
 /// The program's environment with the digests of the module files among `files`
 /// (none: unchanged). A variable of that name the host passed is replaced.
 pub fn with_digests(

@@ -240,6 +240,7 @@ impl Sandbox {
             language,
             history,
             submission.code.clone(),
+            super::modules_in::specifiers(language, &submission.files),
         )
         .await
         {
@@ -329,10 +330,13 @@ pub async fn check_after(
     language: Language,
     before: String,
     code: String,
+    local_modules: Vec<String>,
 ) -> Result<Report, InputError> {
-    let checked =
-        tokio::task::spawn_blocking(move || engine.check_continuation(language, &before, &code))
-            .await;
+    let checked = tokio::task::spawn_blocking(move || {
+        let local = |specifier: &str| local_modules.iter().any(|m| m == specifier);
+        engine.check_continuation_with(language, &before, &code, &local)
+    })
+    .await;
     match checked {
         Ok(result) => result,
         Err(join_error) => std::panic::resume_unwind(join_error.into_panic()),

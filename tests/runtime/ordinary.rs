@@ -225,9 +225,9 @@ async fn a_notebook_session_runs_from_data_in_to_a_figure_out() {
         .is_empty());
 }
 
-/// A `.py` file handed in is a module of the program: checked with it (a finding names
-/// the file and its line), importable when it is what was checked, refused when the
-/// program changed it first.
+/// A `.py` or `.js` file handed in is a module of the program: checked with it (a
+/// finding names the file and its line), importable when it is what was checked,
+/// refused when the program changed it first.
 async fn modules_handed_in_are_checked_and_importable() {
     let image = TestImage::new("modules-in", 0);
     let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
@@ -277,6 +277,42 @@ async fn modules_handed_in_are_checked_and_importable() {
         json!({ "code": "open('helpers.py', 'w').write('print(\"changed\")')\nimport importlib\nimportlib.reload(helpers)", "session": "m" }),
     )
     .await;
+    assert_eq!(structured(&changed)["status"], "blocked", "{changed}");
+    assert_eq!(structured(&changed)["stdout"], "", "{changed}");
+    assert!(
+        text_of(&changed).contains("changed since it was checked"),
+        "{changed}"
+    );
+
+    // JavaScript: a module handed in is required by its path, checked the same way.
+    let lib = json!({ "path": "lib/helpers.js", "content": "exports.double = (x) => 2 * x;\n" });
+    let required = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({ "code": "const h = require('./lib/helpers.js');\nconst again = require('./lib/helpers');\nconsole.log(h.double(21), again === h)", "files": [lib] }),
+        )
+        .await;
+    assert_eq!(structured(&required)["stdout"], "42 true\n", "{required}");
+    let bad = json!({ "path": "lib/run.js", "content": "// runs\nrequire('child_process').execSync('id');\n" });
+    let denied = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({ "code": "require('./lib/run.js');", "files": [bad] }),
+        )
+        .await;
+    assert_eq!(structured(&denied)["status"], "denied", "{denied}");
+    let finding = &structured(&denied)["findings"][0];
+    assert_eq!(finding["file"], "lib/run.js", "{denied}");
+    assert_eq!(finding["line"], 2, "{denied}");
+    let changed = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({ "code": "require('fs').writeFileSync('lib/helpers.js', 'console.log(\"changed\")');\nrequire('./lib/helpers.js');", "files": [lib] }),
+        )
+        .await;
     assert_eq!(structured(&changed)["status"], "blocked", "{changed}");
     assert_eq!(structured(&changed)["stdout"], "", "{changed}");
     assert!(

@@ -55,6 +55,11 @@
   const Script = require('vm').Script;
   const compileFunction = require('vm').compileFunction;
   const isProxy = require('util').types.isProxy;
+  const createHash = require('crypto').createHash;
+  const hashProto = Object.getPrototypeOf(createHash('sha256'));
+  const hashUpdate = hashProto.update;
+  const hashDigest = hashProto.digest;
+  const parseJson = JSON.parse;
   const runMain = Module.runMain;
   const createRequire = Module.createRequire;
   const readSync = fs.readSync;
@@ -120,6 +125,26 @@
       }
     }
     return null;
+  };
+  // Modules handed in with the program, by real path, with the SHA-256 of the source
+  // the static check read: the server names them in the program's environment, and they
+  // are taken out of it before the program's first line.
+  const modulesIn = { __proto__: null };
+  const takeModulesIn = (env) => {
+    if (!env || typeof env !== 'object') return;
+    const listed = env.CODE_SANDBOX_MODULES_IN;
+    delete env.CODE_SANDBOX_MODULES_IN;
+    if (typeof listed !== 'string') return;
+    const map = parseJson(listed);
+    const paths = ownNames(map);
+    for (let i = 0; i < paths.length; i++) {
+      if (typeof map[paths[i]] === 'string') modulesIn[paths[i]] = map[paths[i]];
+    }
+  };
+  const sha256 = (text) => {
+    const hash = createHash('sha256');
+    apply(hashUpdate, hash, [text, 'utf8']);
+    return apply(hashDigest, hash, ['hex']);
   };
   // Where the program may write: a file there is the snippet's, not the image's.
   const writable = settings.writable || ['/sandbox', '/tmp', '/dev/shm'];
@@ -335,7 +360,14 @@
         if (Module.wrap !== originalWrap || wrapper[0] !== wrapperParts[0] || wrapper[1] !== wrapperParts[1]) {
           block(codeRule, 'node-guard', 'Module.wrap replaced: every module would be compiled from its strings');
         }
-        if (written(filename)) block(fileRule, 'node-guard', `require of a file written at run time: ${realPath(filename)}`);
+        if (written(filename)) {
+          // A module handed in compiles when its source is the one checked.
+          const expected = modulesIn[realPath(filename)];
+          if (expected === undefined || typeof content !== 'string' || sha256(content) !== expected) {
+            const what = expected === undefined ? 'require of a file written at run time' : 'require of a module handed in, changed since it was checked';
+            block(fileRule, 'node-guard', `${what}: ${realPath(filename)}`);
+          }
+        }
         if (expected === null || expected.module !== this || expected.filename !== filename) {
           block(codeRule, 'node-guard', 'Module.prototype._compile of a string');
         }
@@ -689,6 +721,7 @@
   }
   const { header } = nextProgram();
   setMain(header.file);
+  takeModulesIn(header.env);
   applyEnv(header.env);
   process.argv[1] = main;
   // Started from the event loop, so no frame of this file is under the snippet's.
@@ -739,6 +772,7 @@
     let envSet = false;
     const serve = async (status) => {
       const { header, code } = nextProgram(status);
+      takeModulesIn(header.env);
       if (!envSet) {
         applyEnv(header.env);
         envSet = true;
