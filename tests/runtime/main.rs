@@ -14,6 +14,7 @@ mod egress;
 mod export_attacks;
 mod guard;
 mod http_clients;
+mod mcp_binary;
 mod mcp_server;
 mod network;
 mod ordinary;
@@ -21,6 +22,7 @@ mod outputs;
 mod packages;
 mod privacy;
 mod sandbox;
+mod sandbox_lifecycle;
 mod secrets;
 mod sessions;
 mod supervisor;
@@ -37,6 +39,7 @@ fn main() -> std::process::ExitCode {
             egress::tests,
             guard::tests,
             http_clients::tests,
+            mcp_binary::tests,
             mcp_server::tests,
             network::tests,
             ordinary::tests,
@@ -44,6 +47,7 @@ fn main() -> std::process::ExitCode {
             packages::tests,
             privacy::tests,
             sandbox::tests,
+            sandbox_lifecycle::tests,
             secrets::tests,
             sessions::tests,
             supervisor::tests,

@@ -56,9 +56,7 @@
   const compileFunction = require('vm').compileFunction;
   const isProxy = require('util').types.isProxy;
   const createHash = require('crypto').createHash;
-  const hashProto = Object.getPrototypeOf(createHash('sha256'));
-  const hashUpdate = hashProto.update;
-  const hashDigest = hashProto.digest;
+  const { update: hashUpdate, digest: hashDigest } = Object.getPrototypeOf(createHash('sha256'));
   const parseJson = JSON.parse;
   const runMain = Module.runMain;
   const createRequire = Module.createRequire;
@@ -134,8 +132,7 @@
     if (!env || typeof env !== 'object') return;
     const listed = env.CODE_SANDBOX_MODULES_IN;
     delete env.CODE_SANDBOX_MODULES_IN;
-    if (typeof listed !== 'string') return;
-    const map = parseJson(listed);
+    const map = typeof listed === 'string' ? parseJson(listed) : {};
     const paths = ownNames(map);
     for (let i = 0; i < paths.length; i++) {
       if (typeof map[paths[i]] === 'string') modulesIn[paths[i]] = map[paths[i]];
@@ -536,9 +533,7 @@
     const sitesOnly = (error, sites) => sites;
     defineProperty(NativeError, 'prepareStackTrace', {
       get: () => (capturing ? sitesOnly : programPrepare),
-      set: (value) => {
-        programPrepare = value;
-      },
+      set: (value) => void (programPrepare = value),
       enumerable: false,
       configurable: false,
     });
@@ -613,18 +608,15 @@
       for (let i = 0; i < args.length - 1; i++) {
         const arg = args[i];
         let listed;
-        if (typeof arg === 'string') {
-          listed = split(arg, ',');
-        } else if (isArray(arg) && !isProxy(arg)) {
+        if (typeof arg === 'string') listed = split(arg, ',');
+        else if (isArray(arg) && !isProxy(arg)) {
           listed = [];
           for (let k = 0; k < arg.length; k++) {
             const item = ownDescriptor(arg, k);
             if (!item || typeof item.value !== 'string') return null;
             listed[listed.length] = item.value;
           }
-        } else {
-          return null;
-        }
+        } else return null;
         for (let k = 0; k < listed.length; k++) {
           const name = trim(listed[k]);
           if (regexpExec(identifier, name) === null) return null;
