@@ -281,6 +281,11 @@ impl Sandbox {
         self.sessions.history(owner, name)
     }
 
+    /// How the program may name the modules handed in with a session's earlier calls.
+    pub fn session_modules(&self, owner: &str, name: &str) -> Vec<String> {
+        self.sessions.modules(owner, name).unwrap_or_default()
+    }
+
     /// Ends the session and removes its container; false when there was none.
     pub async fn end_session(&self, owner: &str, name: &str) -> bool {
         self.sessions.end_session(&self.core, owner, name).await

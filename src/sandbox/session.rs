@@ -33,6 +33,9 @@ pub struct Session {
     calls: AtomicU64,
     /// The code of every call sent to the interpreter, in order.
     history: Mutex<String>,
+    /// How the program may name the modules handed in with earlier calls (checked
+    /// then), so that a later call loading one is no finding.
+    modules: Mutex<Vec<String>>,
     /// Held by the call running now: calls of one session run one at a time.
     pub interpreter: Arc<tokio::sync::Mutex<Option<BoxIo>>>,
     /// The interpreter's container, known without waiting for a running call.
@@ -48,6 +51,7 @@ impl Session {
             last_used: Mutex::new(Instant::now()),
             calls: AtomicU64::new(0),
             history: Mutex::new(String::new()),
+            modules: Mutex::new(Vec::new()),
             interpreter: Arc::new(tokio::sync::Mutex::new(None)),
             container: Mutex::new(None),
             ended: AtomicBool::new(false),
@@ -74,6 +78,24 @@ impl Session {
             history.push('\n');
         }
         self.calls.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Remembers the modules a call handed in (their specifiers).
+    pub fn record_modules(&self, specifiers: Vec<String>) {
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        for specifier in specifiers {
+            if !modules.contains(&specifier) {
+                modules.push(specifier);
+            }
+        }
+    }
+
+    /// The modules handed in with earlier calls (their specifiers).
+    pub fn modules(&self) -> Vec<String> {
+        self.modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn touch(&self) {
@@ -268,6 +290,7 @@ impl Sessions {
             }
         }
         let call = session.record_call(&request.code);
+        session.record_modules(super::modules_in::specifiers(language, &request.files));
         let (code, awaits) = match language {
             Language::Python => (request.code.clone(), false),
             Language::JavaScript => crate::analysis::javascript::session_script(&request.code),
@@ -318,6 +341,11 @@ impl Sessions {
     /// The code of the calls the session has run, in order (`None`: no such session).
     pub fn history(&self, owner: &str, name: &str) -> Option<String> {
         self.get(owner, name).map(|session| session.history())
+    }
+
+    /// The modules handed in with a session's earlier calls, if it exists.
+    pub fn modules(&self, owner: &str, name: &str) -> Option<Vec<String>> {
+        self.get(owner, name).map(|session| session.modules())
     }
 
     /// Ends the session and removes its box; false when there was none.

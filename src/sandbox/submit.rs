@@ -235,12 +235,17 @@ impl Sandbox {
             .as_ref()
             .and_then(|session| self.session_history(&session.owner, &session.name))
             .unwrap_or_default();
+        // Modules handed in with this call, or with the session's earlier ones.
+        let mut local_modules = super::modules_in::specifiers(language, &submission.files);
+        if let Some(session) = &submission.session {
+            local_modules.extend(self.session_modules(&session.owner, &session.name));
+        }
         let report = match check_after(
             self.core.engine().clone(),
             language,
             history,
             submission.code.clone(),
-            super::modules_in::specifiers(language, &submission.files),
+            local_modules,
         )
         .await
         {

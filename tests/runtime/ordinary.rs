@@ -319,6 +319,24 @@ async fn modules_handed_in_are_checked_and_importable() {
         text_of(&changed).contains("changed since it was checked"),
         "{changed}"
     );
+    // In a session, a module handed in with one call is required by a later one.
+    for (code, files, expected) in [
+        ("console.log(1)", json!([lib]), "1\n"),
+        (
+            "const h = require('./lib/helpers');\nconsole.log(h.double(4))",
+            json!([]),
+            "8\n",
+        ),
+    ] {
+        let result = server
+            .client
+            .call_tool(
+                "run_javascript_code",
+                json!({ "code": code, "files": files, "session": "js" }),
+            )
+            .await;
+        assert_eq!(structured(&result)["stdout"], expected, "{result}");
+    }
     server.close().await;
     assert!(image
         .wait_for_containers(|now| now.is_empty())
