@@ -13,6 +13,7 @@ mod progress;
 mod render;
 mod resources;
 mod sanitize;
+mod schema;
 mod tools;
 mod types;
 
@@ -57,7 +58,15 @@ pub struct CodeSandboxServer {
     audit: Option<Arc<audit::AuditLog>>,
     /// sha256 of the effective policy, for the audit log.
     policy_sha256: Arc<str>,
+    /// Set when a tool list went out without an image's packages (not probed yet): the
+    /// client is told the list changed once the warm-up has probed them.
+    listed_unprobed: Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// How long `tools/list` may spend learning what the images offer (asking the engine
+/// for an image's id, reading the cache): a client's health check gives up after a
+/// few seconds, and the answer must come well within 300 ms of spawn.
+const LIST_BUDGET: std::time::Duration = std::time::Duration::from_millis(150);
 
 impl CodeSandboxServer {
     /// A server for `policy`, handing `env` to every run. Does no I/O.
@@ -107,13 +116,15 @@ impl CodeSandboxServer {
                 ),
                 None => unreachable!("the tool `{name}` has no description"),
             };
-            route.attr.input_schema =
-                Arc::new(types::without_numeric_formats(&route.attr.input_schema));
+            route.attr.input_schema = Arc::new(schema::compact_input(&route.attr.input_schema));
             if let Some(output) = &route.attr.output_schema {
-                route.attr.output_schema = Some(Arc::new(types::without_numeric_formats(output)));
+                route.attr.output_schema = Some(Arc::new(schema::compact_output(output)));
             }
             route.attr.description = Some(description.into());
-            route.attr.title = annotations.title.clone();
+            // The title once, on the tool (the annotations' copy is the older place
+            // for it, and every byte here is in every agent's context).
+            let mut annotations = annotations;
+            route.attr.title = annotations.title.take();
             route.attr.annotations = Some(annotations);
         }
         CodeSandboxServer {
@@ -128,6 +139,7 @@ impl CodeSandboxServer {
             policy_error: None,
             audit,
             policy_sha256: policy_sha256.into(),
+            listed_unprobed: Arc::default(),
         }
     }
 
@@ -169,6 +181,7 @@ impl ServerHandler for CodeSandboxServer {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_resources()
                 .build(),
         )
@@ -177,9 +190,11 @@ impl ServerHandler for CodeSandboxServer {
     }
 
     /// The tools, their run-tool descriptions naming what each image offers (its
-    /// interpreter and packages, probed once), so that a model knows before it writes
-    /// `import numpy` whether numpy is there. Without the images (no engine yet, a
-    /// pull that takes long) the descriptions name the policy's images instead.
+    /// interpreter and packages), so that a model knows before it writes `import numpy`
+    /// whether numpy is there. Answered at once: only what is known without a
+    /// container (probed by this server, or kept on disk for the image's id) is named,
+    /// within [`LIST_BUDGET`]; otherwise the policy's images, and the tool list is
+    /// announced as changed once the warm-up has probed them.
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -189,7 +204,15 @@ impl ServerHandler for CodeSandboxServer {
         if self.policy_error.is_some() {
             return Ok(ListToolsResult::with_all_items(tools));
         }
-        let environments = resources::environments_now(&self.sandbox).await;
+        let known = Language::ALL.map(|language| async move {
+            let found = tokio::time::timeout(LIST_BUDGET, self.sandbox.environment_known(language));
+            (language, found.await.ok().flatten())
+        });
+        let environments = futures_util::future::join_all(known).await;
+        if environments.iter().any(|(_, found)| found.is_none()) {
+            self.listed_unprobed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         for tool in &mut tools {
             let Some(language) = Language::from_run_tool(&tool.name) else {
                 continue;
@@ -197,7 +220,7 @@ impl ServerHandler for CodeSandboxServer {
             let environment = environments
                 .iter()
                 .find(|(l, _)| *l == language)
-                .and_then(|(_, found)| found.as_ref().ok());
+                .and_then(|(_, found)| found.as_ref());
             if let Some(environment) = environment {
                 let text = describe::run_tool_description(
                     self.policy(),
@@ -289,34 +312,48 @@ where
         })
         .abort_handle()
     };
+    let (warmed, warm_done) = tokio::sync::oneshot::channel::<()>();
     let warm = {
         let sandbox = sandbox.clone();
         let usable = server.policy_error.is_none();
         tokio::spawn(async move {
             if usable {
-                sandbox.warm_up().await
+                sandbox.warm_up().await;
+                let _ = warmed.send(());
             }
         })
     };
+    let listed_unprobed = server.listed_unprobed.clone();
     let (reader, writer, written) = stdio_lines(reader, writer);
     let end = match server
         .serve_with_ct((reader, writer), stop.child_token())
         .await
     {
-        Ok(running) => match running.waiting().await {
-            Ok(reason) => {
-                tracing::info!(?reason, "MCP session ended");
-                if stop.is_cancelled() {
-                    ServeEnd::Stopped
-                } else {
-                    ServeEnd::InputClosed
+        Ok(running) => {
+            let announce = tokio::spawn(announce_probed_images(
+                running.peer().clone(),
+                sandbox.clone(),
+                listed_unprobed,
+                warm_done,
+            ))
+            .abort_handle();
+            let waited = running.waiting().await;
+            announce.abort();
+            match waited {
+                Ok(reason) => {
+                    tracing::info!(?reason, "MCP session ended");
+                    if stop.is_cancelled() {
+                        ServeEnd::Stopped
+                    } else {
+                        ServeEnd::InputClosed
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%error, "the MCP session task failed");
+                    ServeEnd::Failed
                 }
             }
-            Err(error) => {
-                tracing::error!(%error, "the MCP session task failed");
-                ServeEnd::Failed
-            }
-        },
+        }
         Err(error) if stop.is_cancelled() => {
             tracing::info!(%error, "stopped before the MCP handshake finished");
             ServeEnd::Stopped
@@ -338,4 +375,25 @@ where
     warm.abort();
     tracing::info!("every container removed; bye");
     end
+}
+
+/// Once the warm-up has probed the images, tells a client that listed the tools before
+/// (without the images' packages) that the list changed, so it lists them again.
+async fn announce_probed_images(
+    peer: rmcp::Peer<RoleServer>,
+    sandbox: Sandbox,
+    listed_unprobed: Arc<std::sync::atomic::AtomicBool>,
+    warm_done: tokio::sync::oneshot::Receiver<()>,
+) {
+    if warm_done.await.is_err() || !listed_unprobed.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    for language in Language::ALL {
+        if sandbox.environment_known(language).await.is_none() {
+            return;
+        }
+    }
+    if let Err(error) = peer.notify_tool_list_changed().await {
+        tracing::debug!(%error, "could not announce the probed images");
+    }
 }

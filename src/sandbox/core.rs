@@ -12,6 +12,7 @@ use super::backend::{short, Backend, BoxIo, BoxNetwork, BoxSpec, EgressPurpose, 
 use super::call::{self, Executed, KILLED_EXIT_CODE};
 use super::egress::Egress;
 use super::environment::Environment;
+use super::environment_cache;
 use super::files_out;
 use super::pool::Pool;
 use super::protocol::Program;
@@ -366,6 +367,7 @@ impl Core {
             // Counted like any creation: shutdown waits for the setup's box to go.
             let _creating = Creating::start(self);
             let prepared = self.backend.prepare(image, &assets::setup()).await?;
+            environment_cache::remember(self.backend.as_ref(), image, &prepared).await;
             Ok(PreparedImage {
                 interpreters: Interpreters::parse(&prepared.probe),
                 probe: prepared.probe.into(),
@@ -463,6 +465,35 @@ impl Core {
         let image = self.choose_image(language).await?;
         let prepared = self.prepare(&image).await?;
         Ok(Environment::parse(
+            &prepared.probe,
+            language,
+            &image,
+            prepared.headline_label.as_deref(),
+        ))
+    }
+
+    /// What `language`'s image offers, if that is known without waiting for a box:
+    /// probed by this instance already, or kept on disk for the image's id from an
+    /// earlier probe (see [`environment_cache`]). Never starts a container or pulls.
+    pub async fn environment_known(&self, language: Language) -> Option<Environment> {
+        let chosen = self.backend.chosen_image(language);
+        if let Some(image) = &chosen {
+            let cell = self.prepared.lock().ok()?.get(image).cloned();
+            if let Some(prepared) = cell.as_ref().and_then(|cell| cell.get()) {
+                return Some(Environment::parse(
+                    &prepared.probe,
+                    language,
+                    image,
+                    prepared.headline_label.as_deref(),
+                ));
+            }
+        }
+        let choices = match chosen {
+            Some(image) => vec![image],
+            None => self.policy.images.for_language(language).to_vec(),
+        };
+        let (image, prepared) = environment_cache::recall(self.backend.as_ref(), &choices).await?;
+        Some(Environment::parse(
             &prepared.probe,
             language,
             &image,

@@ -21,9 +21,10 @@
 //! `protocol` (the program's bytes in, its records out) and `call` (one program sent
 //! and collected), `capture` (the capped output), `files_in` (files handed in),
 //! `files_out` (files and figures back), `egress` (the allowlist proxy), `environment`
-//! (what an image offers), `pass_through` (host variables), `layout` (every path and
-//! port inside a box), `images` (the project's image definitions) and `assets` (what
-//! runs inside the box besides the program: the guards and the kernel floor).
+//! (what an image offers), `environment_cache` (that, kept on disk per image id),
+//! `pass_through` (host variables), `layout` (every path and port inside a box),
+//! `images` (the project's image definitions) and `assets` (what runs inside the box
+//! besides the program: the guards and the kernel floor).
 
 pub mod assets;
 pub mod backend;
@@ -32,6 +33,7 @@ mod capture;
 mod core;
 pub mod egress;
 pub mod environment;
+pub mod environment_cache;
 pub mod files_in;
 pub mod files_out;
 pub mod images;
@@ -155,6 +157,11 @@ pub enum SandboxError {
     ImageUnavailable(String),
     #[error("container engine error: {0}")]
     Engine(String),
+    /// Installing a run's packages failed: the installer's own words. The same call
+    /// fails the same way until its cause (the index, the package, the version, the
+    /// platform) changes.
+    #[error("{0}")]
+    InstallFailed(String),
     #[error("the run was cancelled")]
     Cancelled,
     /// The policy needs a run-time layer this image or build cannot provide; nothing
@@ -231,6 +238,12 @@ impl Sandbox {
         language: Language,
     ) -> Result<environment::Environment, SandboxError> {
         self.core.environment(language).await
+    }
+
+    /// What `language`'s image offers if it is known now (probed by this instance, or
+    /// kept on disk for the image's id): never waits for a container or a pull.
+    pub async fn environment_known(&self, language: Language) -> Option<environment::Environment> {
+        self.core.environment_known(language).await
     }
 
     /// Ready containers waiting for `language` right now.

@@ -18,8 +18,15 @@ mod packages;
 mod sandbox;
 mod sessions;
 mod supervisor;
+mod tools_list;
 
 fn main() -> std::process::ExitCode {
+    // What the servers of these tests learn of their images is kept under target/,
+    // not in the user's own cache (set before any thread starts).
+    std::env::set_var(
+        code_sandbox_mcp::sandbox::environment_cache::CACHE_DIR_VAR,
+        common::root().join("target/test-cache"),
+    );
     common::harness::main(
         "tests/runtime",
         &[
@@ -34,6 +41,7 @@ fn main() -> std::process::ExitCode {
             sandbox::tests,
             sessions::tests,
             supervisor::tests,
+            tools_list::tests,
         ],
     )
 }
