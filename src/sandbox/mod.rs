@@ -17,7 +17,7 @@
 //! today), split by concern: `submit` (the one check → ask → run path), `run`
 //! (stateless runs) and `session` (named sessions) on top of `core` (admission,
 //! starting boxes, sending programs, shutdown); `pool` (warm interpreters), `install`
-//! (what a package install step is),
+//! (what a package install step is), `package_sets` (their last use, and pruning),
 //! `protocol` (the program's bytes in, its records out) and `call` (one program sent
 //! and collected), `capture` (the capped output), `files_in` (files handed in),
 //! `files_out` (files and figures back), `egress` (the allowlist proxy), `environment`
@@ -39,6 +39,7 @@ pub mod files_out;
 pub mod images;
 pub mod install;
 pub mod layout;
+pub mod package_sets;
 mod pass_through;
 mod pool;
 mod protocol;
@@ -291,6 +292,15 @@ impl Sandbox {
     /// (each instance also does it when it first connects); returns how many of each.
     pub async fn cleanup(&self) -> Result<(usize, usize), SandboxError> {
         self.core.cleanup().await
+    }
+
+    /// Removes the package sets unused for longer than `unused_for` (see
+    /// [`package_sets`]); a set a box still uses stays.
+    pub async fn prune_packages(
+        &self,
+        unused_for: Duration,
+    ) -> Result<package_sets::Pruned, SandboxError> {
+        package_sets::prune(self.core.backend.as_ref(), unused_for).await
     }
 
     /// Removes every container this instance created (warm, running or being created)
