@@ -56,6 +56,13 @@ pub struct PolicyFile {
     pub audit: Option<AuditFile>,
     /// Packages a run may ask to have installed (the run tools' `packages` argument).
     pub packages: Option<PackagesFile>,
+    /// A PEM file of the certificate authorities the sandbox trusts for TLS (package
+    /// installs and the runs' own requests), in place of the image's own: for a network
+    /// behind a TLS-inspecting proxy, the host's bundle with the proxy's CA added (on
+    /// Debian, `/etc/ssl/certs/ca-certificates.crt` after `update-ca-certificates`). A
+    /// host file, relative to this file unless absolute; `$CODE_SANDBOX_CA_BUNDLE`
+    /// overrides it. Absent: the image's own.
+    pub certificates: Option<String>,
     /// The checker's rules, merged by `id`: an entry whose id the parent has changes
     /// only the keys it gives (say, `action: off`); an entry with a new id adds a rule,
     /// and must give `category`, `message` and a matcher.
@@ -402,7 +409,21 @@ pub struct Policy {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<Audit>,
     pub packages: Packages,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certificates: Option<Certificates>,
     pub rules: Vec<Rule>,
+}
+
+/// The CA bundle handed to the sandbox (`certificates:`), written back as the file gave
+/// it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Certificates {
+    /// As the policy (or the variable) wrote it.
+    pub source: String,
+    /// The file on the host.
+    #[serde(skip)]
+    pub host: std::path::PathBuf,
 }
 
 /// The packages a run may ask for, and where they come from.

@@ -297,6 +297,18 @@ impl Core {
             if mode.packages.is_some() && !mode.install {
                 env.extend(super::install::run_env(language));
             }
+            let mut mounts = self.policy.mounts.clone();
+            // The policy's CA bundle, for the install step and the run alike: both may
+            // have to pass a TLS-inspecting proxy.
+            if let Some(certificates) = &self.policy.certificates {
+                mounts.push(crate::policy::Mount {
+                    source: certificates.source.clone(),
+                    host: certificates.host.clone(),
+                    target: super::layout::CERTIFICATES.to_string(),
+                    rw: false,
+                });
+                env.extend(super::layout::certificates_env());
+            }
             let spec = BoxSpec {
                 image: image.clone(),
                 argv,
@@ -304,7 +316,7 @@ impl Core {
                 limits: self.policy.limits.clone(),
                 network,
                 runtime: self.policy.runtime.clone(),
-                mounts: self.policy.mounts.clone(),
+                mounts,
                 packages: mode.packages.clone().map(|storage| PackageMount {
                     storage,
                     writable: mode.install,

@@ -9,6 +9,7 @@ mod common;
 
 mod attacks;
 mod audit;
+mod certificates;
 mod e2e_clients;
 mod guard;
 mod mcp_server;
@@ -32,6 +33,7 @@ fn main() -> std::process::ExitCode {
         &[
             attacks::tests,
             audit::tests,
+            certificates::tests,
             e2e_clients::tests,
             guard::tests,
             mcp_server::tests,

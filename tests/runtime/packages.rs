@@ -20,16 +20,16 @@ crate::common::harness::tests! {
 
 /// Removes a package set's volume when dropped, however the test ends: a set asked for
 /// from this test's own index (on a port of its own) is no other run's cache.
-struct SetVolume(String);
+pub(crate) struct SetVolume(pub(crate) String);
 
 impl SetVolume {
-    fn of(language: Language, image: &str, index: &str, spec: &str) -> SetVolume {
+    pub(crate) fn of(language: Language, image: &str, index: &str, spec: &str) -> SetVolume {
         let key =
             code_sandbox_mcp::sandbox::install::key(language, image, index, &[spec.to_string()]);
         SetVolume(code_sandbox_mcp::sandbox::install::volume_name(&key))
     }
 
-    fn exists(&self) -> bool {
+    pub(crate) fn exists(&self) -> bool {
         std::process::Command::new("docker")
             .args(["volume", "inspect", &self.0])
             .output()
@@ -46,7 +46,7 @@ impl Drop for SetVolume {
 }
 
 /// A wheel of `tinypkg` 1.0, built with the host's Python (zipfile, a RECORD).
-fn tiny_wheel() -> Vec<u8> {
+pub(crate) fn tiny_wheel() -> Vec<u8> {
     let dir = common::scratch("tiny-wheel");
     let path = dir.join("tinypkg-1.0-py3-none-any.whl");
     let script = "import base64, hashlib, sys, zipfile\n\
