@@ -16,10 +16,12 @@ fn engine() -> PolicyEngine {
     PolicyEngine::new(Policy::preset("default").expect("default preset"))
 }
 
-/// (line, rule) pairs the fixture's comments announce.
-fn annotations(source: &str) -> BTreeSet<(u32, String)> {
+/// (line, rule) pairs the fixture's comments announce, lines counted as the
+/// interpreter counts them (a bare `\r` ends one).
+fn annotations(language: Language, source: &str) -> BTreeSet<(u32, String)> {
     let mut expected = BTreeSet::new();
-    for (index, line) in source.lines().enumerate() {
+    let lines = code_sandbox_mcp::analysis::display::interpreter_lines(language, source);
+    for (index, line) in lines.into_iter().enumerate() {
         let Some(at) = line.rfind("expect:") else {
             continue;
         };
@@ -68,7 +70,7 @@ fn check_fixture(path: &Path) {
         .iter()
         .map(|f| (f.line, f.rule.clone()))
         .collect();
-    let expected = annotations(&source);
+    let expected = annotations(language, &source);
     let missing: Vec<_> = expected.difference(&found).collect();
     let extra: Vec<_> = found.difference(&expected).collect();
     assert!(

@@ -1,6 +1,39 @@
-//! Byte offsets to the 1-based line and character column that diagnostics show.
+//! Byte offsets to the 1-based line and character column that diagnostics show, with
+//! lines ended where the interpreter ends them, so that a finding's line is the line a
+//! traceback would name: `\r\n`, `\n` and a bare `\r` for both languages (CPython's
+//! tokenizer and ECMAScript both end a line at a lone carriage return), and U+2028 and
+//! U+2029 for JavaScript.
 
-use super::Span;
+use super::{Language, Span};
+
+/// Where each line terminator of `source` starts, and its length in bytes, as
+/// `language`'s interpreter reads them.
+pub fn terminators(source: &str, language: Language) -> Vec<(usize, usize)> {
+    let mut found = Vec::new();
+    let bytes = source.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        let width = match bytes[at] {
+            b'\n' => 1,
+            b'\r' if bytes.get(at + 1) == Some(&b'\n') => 2,
+            b'\r' => 1,
+            // U+2028 and U+2029 are E2 80 A8 and E2 80 A9.
+            0xE2 if language == Language::JavaScript
+                && bytes.get(at + 1) == Some(&0x80)
+                && matches!(bytes.get(at + 2), Some(0xA8 | 0xA9)) =>
+            {
+                3
+            }
+            _ => {
+                at += 1;
+                continue;
+            }
+        };
+        found.push((at, width));
+        at += width;
+    }
+    found
+}
 
 /// Start offsets of every line in a source text, for turning byte offsets into
 /// line/column pairs. Columns count characters, as editors do, not bytes.
@@ -10,9 +43,18 @@ pub struct LineIndex<'a> {
 }
 
 impl<'a> LineIndex<'a> {
+    /// Lines as Python ends them (see the module docs).
     pub fn new(source: &'a str) -> Self {
+        LineIndex::for_language(source, Language::Python)
+    }
+
+    pub fn for_language(source: &'a str, language: Language) -> Self {
         let mut starts = vec![0];
-        starts.extend(source.match_indices('\n').map(|(i, _)| i + 1));
+        starts.extend(
+            terminators(source, language)
+                .into_iter()
+                .map(|(at, width)| at + width),
+        );
         LineIndex { source, starts }
     }
 
@@ -58,5 +100,18 @@ mod tests {
         // 'ç' and 'é' are two bytes each; ' ' after them is the third character.
         assert_eq!(index.position(7), (2, 3));
         assert_eq!(index.position(100), (3, 1));
+    }
+
+    #[test]
+    fn lines_end_where_the_interpreter_ends_them() {
+        // `x = 1\r` then `os.system()`: line 2 for Python, as its traceback says.
+        let index = LineIndex::new("x = 1\ros.system()\r\nz\u{2028}w");
+        assert_eq!(index.position(6), (2, 1));
+        assert_eq!(index.position(19), (3, 1));
+        assert_eq!(index.position(20), (3, 2));
+        let javascript = LineIndex::for_language("a\u{2028}b\u{2029}c\rd", Language::JavaScript);
+        assert_eq!(javascript.position(4), (2, 1));
+        assert_eq!(javascript.position(8), (3, 1));
+        assert_eq!(javascript.position(10), (4, 1));
     }
 }

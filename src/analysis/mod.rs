@@ -6,9 +6,10 @@
 //! cannot be known statically, which absolute paths it hands to filesystem calls, and
 //! whether it could be parsed at all. The policy engine turns facts into findings.
 
+pub mod display;
 pub mod javascript;
 mod language;
-mod lines;
+pub mod lines;
 pub mod noqa;
 pub mod python;
 pub mod urls;
@@ -114,7 +115,7 @@ pub struct Analysis {
 /// Turns source text into facts for the given language.
 pub fn analyze(language: Language, source: &str) -> Analysis {
     let (mut facts, kind) = if let Some(offset) = too_deep(source) {
-        let index = LineIndex::new(source);
+        let index = LineIndex::for_language(source, language);
         let fact = Fact {
             kind: FactKind::Unparseable {
                 reason: format!("brackets nested deeper than {MAX_NESTING} levels"),

@@ -13,6 +13,7 @@ mod live;
 mod policy_cmd;
 mod run;
 mod serve;
+mod serve_http;
 mod suppress;
 
 use clap::{Parser, Subcommand};
@@ -56,12 +57,23 @@ impl PolicyArg {
             ExitCode::from(EXIT_USAGE)
         })
     }
+
+    /// Loads the policy for running code: also every secret's value must be there.
+    pub fn load_to_run(&self) -> Result<crate::policy::Policy, ExitCode> {
+        let policy = self.load()?;
+        policy.check_secrets().map_err(|e| {
+            print_policy_error(&e);
+            ExitCode::from(EXIT_USAGE)
+        })?;
+        Ok(policy)
+    }
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve MCP over stdio (what an agent starts; the default with no subcommand).
-    Serve(serve::ServeArgs),
+    /// Serve MCP over stdio (what an agent starts; the default with no subcommand), or
+    /// over streamable HTTP for a team with --http HOST:PORT.
+    Serve(Box<serve::ServeArgs>),
     /// Check files against the policy, like a linter; nothing is run.
     Check(check::CheckArgs),
     /// Check a file (or stdin) against the policy, then run it in a hardened container.
@@ -165,9 +177,12 @@ pub fn print_policy_error(error: &crate::policy::PolicyError) {
 /// Parses the process arguments and runs the chosen subcommand.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The egress proxy holds two descriptors per connection; the usual soft limit of
+    // 1,024 is what one busy sandbox could use up.
+    crate::sandbox::egress::limits::raise_descriptor_limit();
     match cli.command {
         None => serve::main(cli.serve),
-        Some(Command::Serve(args)) => serve::main(args),
+        Some(Command::Serve(args)) => serve::main(*args),
         Some(Command::Check(args)) => check::main(args),
         Some(Command::Run(args)) => run::main(args),
         Some(Command::Policy(command)) => policy_cmd::main(command),

@@ -17,8 +17,8 @@ use super::{display_path, PolicyArg, EXIT_USAGE};
 use crate::analysis::Language;
 use crate::policy::{EngineKind, Finding, InputError};
 use crate::sandbox::{
-    pass_through, Approval, Caller, NotRun, OutputTap, RunOutcome, Sandbox, SandboxError,
-    Submission, Submitted,
+    pass_through, Approval, ApprovalRequest, Caller, NotRun, OutputTap, RunOutcome, Sandbox,
+    SandboxError, Submission, Submitted,
 };
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -87,7 +87,7 @@ struct JsonResult<'a> {
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
-    let mut policy = match args.policy.load() {
+    let mut policy = match args.policy.load_to_run() {
         Ok(policy) => policy,
         Err(code) => return code,
     };
@@ -203,14 +203,8 @@ struct CliCaller {
 
 #[async_trait::async_trait]
 impl Caller for CliCaller {
-    async fn approve(
-        &self,
-        _language: Language,
-        code: &str,
-        _findings: &[Finding],
-        rules: &[&str],
-    ) -> Approval {
-        Approval::unavailable(code, rules)
+    async fn approve(&self, request: &ApprovalRequest<'_>) -> Approval {
+        Approval::unavailable(request)
     }
 
     fn starting(&self, findings: &[Finding], _timeout: std::time::Duration) -> Option<OutputTap> {

@@ -1,5 +1,6 @@
 //! `serve`: MCP over stdio, what an MCP client starts (also the default with no
-//! subcommand, so `{"command": "code-sandbox-mcp"}` configurations keep working).
+//! subcommand, so `{"command": "code-sandbox-mcp"}` configurations keep working);
+//! with `--http HOST:PORT`, the team server instead (`serve_http`).
 //!
 //! stdout carries JSON-RPC and nothing else; every log line goes to stderr. The process
 //! exits 0 when the client closes stdin or on SIGINT/SIGTERM, after every container it
@@ -20,6 +21,9 @@ pub struct ServeArgs {
     /// addition to the policy's env.pass_through). Unset ones are skipped with a warning.
     #[arg(long, value_name = "KEY1,KEY2", value_delimiter = ',')]
     pub pass_through_env: Vec<String>,
+
+    #[command(flatten)]
+    pub http: super::serve_http::HttpArgs,
 }
 
 /// How long the runtime may take to wind down once the session is over: a read of stdin
@@ -28,6 +32,9 @@ const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(2);
 
 pub fn main(args: ServeArgs) -> ExitCode {
     super::init_logging(true);
+    if let Some(listen) = &args.http.http {
+        return serve_http(&args, listen);
+    }
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         // Someone typed the command to try it: say what it is waiting for.
         eprintln!(
@@ -76,4 +83,17 @@ pub fn main(args: ServeArgs) -> ExitCode {
         mcp::ServeEnd::InputClosed | mcp::ServeEnd::Stopped => ExitCode::SUCCESS,
         mcp::ServeEnd::Failed => ExitCode::FAILURE,
     }
+}
+
+/// `--http`: a policy with errors is an error at start here (an operator starts this
+/// by hand and reads its output), not a server that answers with them.
+fn serve_http(args: &ServeArgs, listen: &str) -> ExitCode {
+    let Ok(policy) = args.policy.load() else {
+        return ExitCode::from(super::EXIT_USAGE);
+    };
+    let server = || {
+        let env = pass_through(&policy.env.pass_through, &args.pass_through_env);
+        CodeSandboxServer::new(policy, env)
+    };
+    super::serve_http::main(&args.http, listen, server, &args.pass_through_env)
 }

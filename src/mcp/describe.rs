@@ -141,7 +141,8 @@ fn limits_in_words(
     let network = match &policy.network {
         NetworkMode::None => "none (no HTTP, sockets or DNS)".to_string(),
         NetworkMode::Bridge => "the engine's network: outbound connections work".to_string(),
-        NetworkMode::Allow(hosts) => {
+        NetworkMode::Allow(_) => {
+            let hosts = policy.allowed_hosts().unwrap_or_default();
             let hosts: Vec<&str> = hosts.iter().map(|h| h.written.as_str()).collect();
             format!(
                 "only {}, through the proxy HTTP_PROXY/HTTPS_PROXY name (requests, urllib, \
@@ -164,7 +165,7 @@ fn limits_in_words(
          - Network: {network}.\n\
          - Files: /sandbox (the working directory) and /tmp are writable, {tmpfs} \
          each{mounts}.{outputs}\n\
-         - {image} {packages}\n",
+         - {image} {packages}\n{secrets}",
         timeout = limits.timeout,
         memory = limits.memory,
         cpus = limits.cpus,
@@ -175,6 +176,7 @@ fn limits_in_words(
         mounts = mounts_in_words(policy),
         outputs = outputs_in_words(policy, language),
         packages = packages_in_words(policy, language),
+        secrets = secrets_in_words(policy),
     )
 }
 
@@ -192,6 +194,29 @@ fn packages_in_words(policy: &Policy, language: Language) -> String {
             packages.join(", ")
         )
     }
+}
+
+/// The secrets by name (never a value), where each may go, and how they work.
+fn secrets_in_words(policy: &Policy) -> String {
+    if policy.secrets.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = policy
+        .secrets
+        .iter()
+        .map(|secret| {
+            let hosts: Vec<&str> = secret.hosts.iter().map(|h| h.written.as_str()).collect();
+            format!("{} (for {})", secret.name, hosts.join(", "))
+        })
+        .collect();
+    format!(
+        "- Secrets: {}. Read them from the environment and send them as usual (a header, \
+         or the URL's query) in HTTPS requests through the proxy: the variable holds a \
+         placeholder, which the proxy replaces with the real value only in requests to \
+         the secret's hosts. Printing one shows the placeholder; sending it anywhere else, \
+         or over plain HTTP, is refused and listed in the result (secret_refused).\n",
+        each.join(", ")
+    )
 }
 
 /// The host folders the sandbox sees, or that it sees none.

@@ -7,17 +7,23 @@
 //! stream pair and removes every container when the stream ends or `stop` fires.
 
 mod approval;
+mod approval_message;
 pub mod audit;
 mod describe;
+pub mod http;
+mod principal;
 mod progress;
 mod render;
+mod request_id;
 mod resources;
 mod sanitize;
 mod schema;
+mod stdio;
 mod tools;
 mod types;
 
-pub use sanitize::stdio_lines;
+pub use principal::{Allowance, Principal, PrincipalLimits, Via};
+pub use stdio::{request_limit, stdio_lines};
 pub use types::{CheckCodeArgs, CheckResult, RunCodeArgs, RunResult, RunStatus};
 
 use crate::analysis::Language;
@@ -26,8 +32,8 @@ use crate::sandbox::Sandbox;
 use rmcp::handler::server::tool::ToolRouter;
 use rmcp::model::{
     ErrorData, Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
-    ServerConfig,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
@@ -61,6 +67,8 @@ pub struct CodeSandboxServer {
     /// Set when a tool list went out without an image's packages (not probed yet): the
     /// client is told the list changed once the warm-up has probed them.
     listed_unprobed: Arc<std::sync::atomic::AtomicBool>,
+    /// Who calls through this connection, and what it may still start.
+    allowance: Arc<Allowance>,
 }
 
 /// How long `tools/list` may spend learning what the images offer (asking the engine
@@ -71,6 +79,11 @@ const LIST_BUDGET: std::time::Duration = std::time::Duration::from_millis(150);
 impl CodeSandboxServer {
     /// A server for `policy`, handing `env` to every run. Does no I/O.
     pub fn new(policy: Policy, env: Vec<(String, String)>) -> CodeSandboxServer {
+        // A secret without its value would be a run that cannot authenticate: say so
+        // now, on every call, with the line that declares it.
+        if let Err(error) = policy.check_secrets() {
+            return CodeSandboxServer::with_policy_error(&error);
+        }
         // A log that cannot be written is an error now, not calls missing from it.
         let audit = match &policy.audit {
             Some(audit) => match audit::AuditLog::open(&audit.file) {
@@ -140,7 +153,51 @@ impl CodeSandboxServer {
             audit,
             policy_sha256: policy_sha256.into(),
             listed_unprobed: Arc::default(),
+            allowance: Arc::new(Allowance::local()),
         }
+    }
+
+    /// This server for one more connection, of `caller`: the same policy, sandbox and
+    /// tools; its own name for its sessions (which carries the principal's name, for
+    /// the logs) and its own stop, which [`CodeSandboxServer::close_connection`] fires.
+    pub fn for_principal(&self, allowance: Allowance) -> CodeSandboxServer {
+        let connection = match allowance.principal() {
+            Some(principal) => format!("{}/{}", principal.name, next_connection_id()),
+            None => next_connection_id(),
+        };
+        CodeSandboxServer {
+            connection: connection.into(),
+            stop: self.stop.child_token(),
+            allowance: Arc::new(allowance),
+            // Its own: a list it was sent is its to be told of.
+            listed_unprobed: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// Ends this connection: its runs in flight are killed and the sessions it opened
+    /// end, their containers removed. Other connections are untouched.
+    pub async fn close_connection(&self) {
+        self.stop.cancel();
+        let owner = &self.connection;
+        self.allowance
+            .session_calls_finished(owner, CLOSE_WAIT)
+            .await;
+        for name in self.allowance.sessions_of(owner) {
+            self.sandbox.end_session(owner, &name).await;
+            self.allowance.session_ended(owner, &name);
+        }
+    }
+
+    /// Kills every run in flight of this server and of every connection made from it
+    /// with [`CodeSandboxServer::for_principal`].
+    pub fn cancel_runs(&self) {
+        self.stop.cancel();
+    }
+
+    /// The policy file's errors, when the server only answers with them.
+    pub fn policy_error(&self) -> Option<&str> {
+        self.policy_error.as_deref()
     }
 
     /// A server for a policy that could not be loaded. A client shows a server that
@@ -187,6 +244,17 @@ impl ServerHandler for CodeSandboxServer {
         )
         .with_server_info(implementation)
         .with_instructions(self.instructions.to_string())
+    }
+
+    /// Over HTTP only the versions with an `initialize` handshake, so that every client
+    /// has an MCP session: its connection, which owns its sandbox sessions and whose end
+    /// ends them (the stateless 2026 revision has none).
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if self.allowance.principal().is_some() {
+            std::borrow::Cow::Borrowed(http::PROTOCOL_VERSIONS)
+        } else {
+            std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
     }
 
     /// The tools, their run-tool descriptions naming what each image offers (its
@@ -271,6 +339,10 @@ fn next_connection_id() -> String {
     )
 }
 
+/// How long a closing connection waits for its cancelled session calls to return
+/// before it ends their sessions.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How long the last messages may take to reach the client at the end.
 const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -324,11 +396,12 @@ where
         })
     };
     let listed_unprobed = server.listed_unprobed.clone();
-    let (reader, writer, written) = stdio_lines(reader, writer);
-    let end = match server
-        .serve_with_ct((reader, writer), stop.child_token())
-        .await
-    {
+    let limit = request_limit(server.policy());
+    let (reader, writer, written) = stdio_lines(reader, writer, limit);
+    // The transport takes what the line discipline passes on (a line and its end).
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(reader, writer)
+        .with_max_line_length(limit.saturating_add(2));
+    let end = match server.serve_with_ct(transport, stop.child_token()).await {
         Ok(running) => {
             let announce = tokio::spawn(announce_probed_images(
                 running.peer().clone(),

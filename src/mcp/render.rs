@@ -3,6 +3,7 @@
 //! so a model can act on them (what happened, then what to change).
 
 use super::types::{CheckResult, RunResult, RunStatus};
+use crate::analysis::display::escaped;
 use crate::analysis::Language;
 use crate::policy::{Action, Finding};
 use crate::sandbox::files_out::{is_image, OutputFile};
@@ -201,9 +202,9 @@ fn is_text(file: &OutputFile) -> bool {
 /// The URI a returned file goes by in resource content.
 fn file_uri(file: &OutputFile) -> String {
     if file.figure {
-        format!("sandbox://figures/{}", file.path)
+        format!("sandbox://figures/{}", escaped(&file.path))
     } else {
-        format!("sandbox://files/{}", file.path)
+        format!("sandbox://files/{}", escaped(&file.path))
     }
 }
 
@@ -222,9 +223,13 @@ fn push_files(text: &mut String, result: &RunResult, inline: u64) {
             (None, None) => "not returned".to_string(),
         };
         let what = if file.figure { "figure" } else { "file" };
+        // The name is the run's choice: a line break or an escape sequence in it must
+        // not forge lines of this text.
         text.push_str(&format!(
             "- {what} {} ({} bytes, {}): {how}",
-            file.path, file.size, file.mime_type
+            escaped(&file.path),
+            file.size,
+            file.mime_type
         ));
         if let Some(to) = &file.exported_to {
             text.push_str(&format!("; exported to {to}"));
@@ -243,7 +248,7 @@ fn push_files(text: &mut String, result: &RunResult, inline: u64) {
     for file in &result.files {
         if delivery(file, inline) == Some(Delivery::Inline) {
             let content = String::from_utf8_lossy(file.bytes.as_deref().unwrap_or_default());
-            push_stream(text, &format!("file {}", file.path), &content);
+            push_stream(text, &format!("file {}", escaped(&file.path)), &content);
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Makes every incoming line valid JSON text before the MCP layer parses it.
+//! Makes every incoming line valid JSON text before the MCP layer parses it (the line
+//! discipline that calls it is [`super::stdio`]).
 //!
 //! A client can send code that is not valid Unicode: raw bytes that are not UTF-8, or a
 //! JSON escape of a lone UTF-16 surrogate (`"\udc80"`, which Python's `json.dumps`
@@ -10,107 +11,9 @@
 
 use serde_json::Value;
 use std::borrow::Cow;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
-use tokio::task::JoinHandle;
 
 /// The hidden argument a tool reads to learn its input was not valid UTF-8.
 pub const MARKER: &str = "__invalid_utf8";
-
-/// Bytes of buffering between the real input and the MCP transport.
-const PIPE_BUFFER: usize = 256 * 1024;
-
-/// The stdio line discipline around the MCP transport: returns the reader and writer
-/// the transport gets. Every line read from `input` is made valid (see module docs); a
-/// line that is still not JSON is answered at once, on `output`, with the JSON-RPC
-/// parse error (-32700, id null) rather than dropped, so a client that sent it learns
-/// why no answer comes; and the transport's messages reach `output` whole, so that such
-/// an answer never lands inside one of them. The task that writes `output` is returned:
-/// it ends once the transport's writer is dropped and everything is written.
-pub fn stdio_lines<R, W>(input: R, output: W) -> (DuplexStream, DuplexStream, JoinHandle<()>)
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    let (mut to_transport, transport_reader) = tokio::io::duplex(PIPE_BUFFER);
-    let (transport_writer, from_transport) = tokio::io::duplex(PIPE_BUFFER);
-    let (errors, mut error_lines) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
-    tokio::spawn(async move {
-        let mut input = BufReader::new(input);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match input.read_until(b'\n', &mut line).await {
-                Ok(0) => break,
-                Ok(_) => {
-                    let fixed = fix_line(&line);
-                    let text = fixed.trim_ascii();
-                    if text.is_empty() {
-                        continue;
-                    }
-                    if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
-                        tracing::warn!(%error, "a line of input is not JSON; answered with a parse error");
-                        let _ = errors.send(parse_error(&error)).await;
-                        continue;
-                    }
-                    if to_transport.write_all(&fixed).await.is_err() {
-                        break;
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "reading the MCP input failed");
-                    break;
-                }
-            }
-        }
-        // Dropping the writer is the end of input for the transport.
-    });
-    let written = tokio::spawn(async move {
-        let mut output = output;
-        let mut messages = BufReader::new(from_transport);
-        let mut line = Vec::new();
-        let mut errors_open = true;
-        loop {
-            tokio::select! {
-                read = messages.read_until(b'\n', &mut line) => {
-                    match read {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {
-                            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
-                                break;
-                            }
-                            line.clear();
-                        }
-                    }
-                }
-                error = error_lines.recv(), if errors_open && line.is_empty() => {
-                    match error {
-                        Some(error) => {
-                            if output.write_all(&error).await.is_err() || output.flush().await.is_err() {
-                                break;
-                            }
-                        }
-                        None => errors_open = false,
-                    }
-                }
-            }
-        }
-        let _ = output.shutdown().await;
-    });
-    (transport_reader, transport_writer, written)
-}
-
-/// The JSON-RPC answer to a line that is not JSON.
-fn parse_error(error: &serde_json::Error) -> Vec<u8> {
-    let mut line = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": -32700, "message": format!("Parse error: the line is not JSON ({error})")},
-    })
-    .to_string()
-    .into_bytes();
-    line.push(b'\n');
-    line
-}
 
 /// `line` unchanged when it is valid, else a repaired copy (see module docs).
 pub fn fix_line(line: &[u8]) -> Cow<'_, [u8]> {

@@ -7,6 +7,7 @@
 
 use super::approval;
 use super::audit;
+use super::principal::Refusal;
 use super::progress::ProgressReporter;
 use super::render;
 use super::types::{
@@ -17,7 +18,8 @@ use super::CodeSandboxServer;
 use crate::analysis::Language;
 use crate::policy::{Finding, InputError, PolicyEngine, Report};
 use crate::sandbox::{
-    check_after, Approval, Caller, NotRun, OutputTap, SandboxError, SessionName, Submission,
+    check_after, Approval, ApprovalRequest, Caller, NotRun, OutputTap, SandboxError, SessionName,
+    Submission,
 };
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
@@ -80,6 +82,8 @@ impl CodeSandboxServer {
             .sandbox
             .end_session(&self.connection, &args.session)
             .await;
+        self.allowance
+            .session_ended(&self.connection, &args.session);
         let text = if ended {
             format!(
                 "The session `{}` has ended; its container is gone.",
@@ -181,6 +185,29 @@ impl CodeSandboxServer {
             context: &context,
             progress: std::sync::Mutex::new(None),
         };
+        // The principal's allowance (HTTP): a new session past it is refused, and a
+        // run waits for one of its run slots, cancellable like the run.
+        let _admitted = match self
+            .allowance
+            .admit(
+                &self.connection,
+                args.session.as_deref(),
+                &self.sandbox,
+                &cancel,
+            )
+            .await
+        {
+            Ok(admitted) => admitted,
+            Err(Refusal::Sessions(message) | Refusal::Busy(message)) => {
+                return not_run(RunStatus::InvalidInput, message)
+            }
+            Err(Refusal::Cancelled) => {
+                return not_run(
+                    RunStatus::Cancelled,
+                    "the call was cancelled before it ran".into(),
+                )
+            }
+        };
         let submitted = self.sandbox.submit(submission, &caller, cancel).await;
         let mut result = match submitted.result {
             Ok(ran) => {
@@ -234,14 +261,8 @@ struct McpCaller<'a> {
 
 #[async_trait::async_trait]
 impl Caller for McpCaller<'_> {
-    async fn approve(
-        &self,
-        language: Language,
-        code: &str,
-        findings: &[Finding],
-        rules: &[&str],
-    ) -> Approval {
-        approval::ask(&self.context.peer, language, code, findings, rules).await
+    async fn approve(&self, request: &ApprovalRequest<'_>) -> Approval {
+        approval::ask(&self.context.peer, request).await
     }
 
     fn starting(&self, _findings: &[Finding], timeout: Duration) -> Option<OutputTap> {
@@ -310,6 +331,7 @@ impl CodeSandboxServer {
             session,
             code,
             (&self.policy().name, &self.policy_sha256),
+            self.allowance.principal(),
         )
     }
 

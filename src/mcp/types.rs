@@ -191,6 +191,11 @@ pub struct RunResult {
     /// host and port asked for, and why. Each is also a finding (layer `egress-proxy`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network_refused: Vec<crate::sandbox::egress::Refusal>,
+    /// Requests the egress proxy refused because they carried a secret's placeholder
+    /// toward a host the secret does not list (or over plain HTTP): the secret's name
+    /// and the host, never a value. Each is also a finding (layer `egress-proxy`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secret_refused: Vec<crate::sandbox::egress::SecretRefusal>,
     /// Present when the code needed a person's approval (`ask` rules): what they said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<crate::sandbox::Approval>,
@@ -220,6 +225,7 @@ impl RunResult {
             files: Vec::new(),
             files_unlisted: 0,
             network_refused: Vec::new(),
+            secret_refused: Vec::new(),
             approval: None,
         }
     }
@@ -238,9 +244,31 @@ impl RunResult {
             rule: "network".into(),
             category: "network".into(),
             action: crate::policy::Action::Warn,
+            message: if refusal.host.is_empty() {
+                format!(
+                    "the sandbox's egress proxy refused a connection: {}",
+                    refusal.reason
+                )
+            } else {
+                format!(
+                    "the sandbox's egress proxy refused a connection to {}:{}: {}",
+                    refusal.host, refusal.port, refusal.reason
+                )
+            },
+            line: 0,
+            column: 0,
+            end_line: 0,
+            end_column: 0,
+            layer: crate::policy::Layer::EgressProxy,
+        }));
+        findings.extend(outcome.secret_refused.iter().map(|refusal| Finding {
+            rule: "secrets".into(),
+            category: "network".into(),
+            action: crate::policy::Action::Warn,
             message: format!(
-                "the sandbox's egress proxy refused a connection to {}:{}: {}",
-                refusal.host, refusal.port, refusal.reason
+                "the sandbox's egress proxy refused a request to {}:{} that carried the \
+                 placeholder of {}: {}",
+                refusal.host, refusal.port, refusal.secret, refusal.reason
             ),
             line: 0,
             column: 0,
@@ -271,6 +299,7 @@ impl RunResult {
             files: outcome.files,
             files_unlisted: outcome.files_unlisted,
             network_refused: outcome.network_refused,
+            secret_refused: outcome.secret_refused,
             approval: None,
         }
     }

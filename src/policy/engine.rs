@@ -3,7 +3,7 @@
 //! only describe.
 
 use super::glob::Glob;
-use super::schema::{Action, Matcher, NetworkMode, Policy, Rule};
+use super::schema::{Action, Matcher, Policy, Rule};
 use crate::analysis::{self, Analysis, FactKind, Language, SourceKind, Span};
 use serde::Serialize;
 use std::sync::Arc;
@@ -387,8 +387,8 @@ impl PolicyEngine {
                         }
                         let wants_hosts = rule.any_language.hosts_outside_allowlist
                             || rule.matcher(l).hosts_outside_allowlist;
-                        if let (true, NetworkMode::Allow(list)) = (wants_hosts, &policy.network) {
-                            matcher.allowlist = Some(list.clone());
+                        if wants_hosts {
+                            matcher.allowlist = policy.allowed_hosts();
                         }
                         (l, matcher)
                     })
@@ -434,13 +434,17 @@ impl PolicyEngine {
         if before.is_empty() {
             return self.check(language, code);
         }
-        let offset = before.matches('\n').count() as u32;
         let mut joined = String::with_capacity(before.len() + 1 + code.len());
         joined.push_str(before);
-        if !before.ends_with('\n') {
+        // `before` ends its last line (a `\n` after a bare `\r` joins it as `\r\n`), so
+        // that `code` starts a line of its own; its lines are counted as the
+        // interpreter (and the line index) counts them.
+        let ends_a_line = before.ends_with('\n')
+            || (language == Language::JavaScript && before.ends_with(['\u{2028}', '\u{2029}']));
+        if !ends_a_line {
             joined.push('\n');
         }
-        let offset = offset + u32::from(!before.ends_with('\n'));
+        let offset = analysis::lines::terminators(&joined, language).len() as u32;
         joined.push_str(code);
         let mut report = self.check_analysis(&analysis::analyze(language, &joined));
         report.findings.retain(|finding| finding.line > offset);
@@ -532,5 +536,28 @@ mod tests {
         assert!(!path_is_under("/tmp/../etc/passwd", "/tmp"));
         assert!(!path_is_under("/tmpfoo", "/tmp"));
         assert!(!path_is_under("/etc/passwd", "/tmp"));
+    }
+
+    #[test]
+    fn a_continuation_s_findings_are_at_its_own_lines_whatever_ends_the_earlier_ones() {
+        let engine = PolicyEngine::new(Policy::preset("default").unwrap());
+        let lines = |language, before: &str, code: &str| -> Vec<u32> {
+            let report = engine.check_continuation(language, before, code).unwrap();
+            report.findings.iter().map(|finding| finding.line).collect()
+        };
+        let python = Language::Python;
+        assert_eq!(lines(python, "import os\n", "x = 1\ros.system('a')"), [2]);
+        assert_eq!(lines(python, "import os\rx = 2\r", "os.system('a')"), [1]);
+        assert_eq!(lines(python, "import os\rx = 2", "\nos.system('a')"), [2]);
+        assert_eq!(lines(python, "import os\r\n", "os.system('a')"), [1]);
+        let javascript = Language::JavaScript;
+        assert_eq!(
+            lines(
+                javascript,
+                "const cp = require('child_process')\u{2028}",
+                "cp.execSync('a')"
+            ),
+            [1]
+        );
     }
 }

@@ -31,10 +31,23 @@ pub fn export(
             ),
         ));
     }
+    let allow = export.allow.unwrap_or_default();
+    for glob in &allow {
+        if let Err(why) = super::protected_names::check_allow(glob) {
+            return Err(error(
+                label,
+                line_of(text, "allow", glob),
+                format!("outputs.export.allow: `{glob}` {why}"),
+            ));
+        }
+    }
     Ok(Export {
         path: export.path,
-        dir: resolved,
+        // Pinned now: the exporter walks this path without following a link, so a link
+        // that appears on it later is refused rather than followed.
+        dir: super::export_folder::real_path(&resolved),
         overwrite: export.overwrite.unwrap_or(false),
+        allow,
     })
 }
 
@@ -75,8 +88,13 @@ pub fn certificates(
         ));
     }
     let host = resolve(label, at, dir, &path, "certificates")?;
-    bundle(&host).map_err(|why| error(label, at, format!("certificates: `{path}` {why}")))?;
-    Ok(Certificates { source: path, host })
+    let pem =
+        bundle(&host).map_err(|why| error(label, at, format!("certificates: `{path}` {why}")))?;
+    Ok(Certificates {
+        source: path,
+        host,
+        pem,
+    })
 }
 
 /// Reads a CA bundle, or says what is wrong with it (after its path, in a sentence).
@@ -226,7 +244,7 @@ fn is_socket(_: &std::fs::Metadata) -> bool {
 }
 
 /// The line of the first `key` line that names `value`, for the error's location.
-fn line_of(text: &str, key: &str, value: &str) -> Option<usize> {
+pub(super) fn line_of(text: &str, key: &str, value: &str) -> Option<usize> {
     text.lines()
         .position(|line| line.contains(key) && line.contains(value))
         .map(|index| index + 1)
@@ -338,6 +356,7 @@ mod tests {
             let export_file = ExportFile {
                 path: "not-yet-out".into(),
                 overwrite: None,
+                allow: None,
             };
             let exported = export("x.yaml", "", Some(bare), export_file).map(|e| e.dir);
             let mounted = mount("x.yaml", "", Some(bare), mount_file("not-yet-data"));
@@ -362,6 +381,7 @@ mod tests {
         let export_file = |path: &str| ExportFile {
             path: path.into(),
             overwrite: None,
+            allow: None,
         };
         let ok = export("p.yaml", "", Some(project.path()), export_file("out/plots")).unwrap();
         assert!(ok.dir.ends_with("out/plots") && !ok.overwrite);

@@ -174,7 +174,13 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
     // The file's other errors are looked for even when it had some already.
     let faulty_lines: Vec<usize> = errors.iter().filter_map(|error| error.line).collect();
     match merge(&label, &text, dir.as_deref(), base, file, &faulty_lines) {
-        Ok(policy) if errors.is_empty() => Ok(policy),
+        Ok(mut policy) if errors.is_empty() => {
+            if let PolicySource::File(path) = source {
+                policy.files.push(super::export_folder::real_path(path));
+            }
+            super::export_folder::check(&label, &text, dir.as_deref(), &policy)?;
+            Ok(policy)
+        }
         Ok(_) => Err(all(errors)),
         Err(error) => {
             errors.push(error);
@@ -460,6 +466,9 @@ fn merge(
     let origin = Origin { label, text, dir };
     let mut errors = Vec::new();
     if let Err(error) = file.overlay(&mut policy, &origin) {
+        errors.push(error);
+    }
+    if let Err(error) = super::secrets::check(label, text, &policy.secrets, &policy.network) {
         errors.push(error);
     }
     for (index, rule_file) in rules.iter().enumerate() {

@@ -138,6 +138,7 @@ sections! {
         audit,
         packages,
         certificates,
+        secrets,
     }
     LimitsFile => Limits {
         #[required] timeout,
@@ -188,6 +189,22 @@ impl Overlay<Packages> for PackagesFile {
 impl Overlay<Packages> for Option<PackagesFile> {
     fn overlay(self, onto: &mut Packages, origin: &Origin) -> Result<(), PolicyError> {
         self.map_or(Ok(()), |section| section.overlay(onto, origin))
+    }
+}
+
+/// `secrets:`: the list given replaces the inherited one, each value read now from
+/// the server's environment (a missing one is reported when the policy is served).
+impl Overlay<Vec<super::secrets::Secret>> for Option<Vec<(String, super::secrets::SecretFile)>> {
+    fn overlay(
+        self,
+        onto: &mut Vec<super::secrets::Secret>,
+        origin: &Origin,
+    ) -> Result<(), PolicyError> {
+        if let Some(written) = self {
+            let lookup = |name: &str| std::env::var(name).ok();
+            *onto = super::secrets::declare(origin.label, origin.text, written, &lookup);
+        }
+        Ok(())
     }
 }
 
@@ -280,7 +297,9 @@ pub fn root(file: &PolicyFile, label: &str) -> Result<Policy, PolicyError> {
         audit: None,
         packages: Default::default(),
         certificates: None,
+        secrets: Vec::new(),
         rules: Vec::new(),
+        files: Vec::new(),
     })
 }
 

@@ -54,9 +54,13 @@ pub fn apply(policy: &mut Policy, env: &dyn Fn(&str) -> Option<String>) -> Resul
     };
     if let Some(path) = var(CA_BUNDLE_VAR) {
         let host = std::path::PathBuf::from(&path);
-        super::host_paths::bundle(&host)
+        let pem = super::host_paths::bundle(&host)
             .map_err(|why| bad(CA_BUNDLE_VAR, format!("`{path}` {why}")))?;
-        policy.certificates = Some(Certificates { source: path, host });
+        policy.certificates = Some(Certificates {
+            source: path,
+            host,
+            pem,
+        });
     }
     let both = image("CONTAINER_IMAGE")?;
     if let Some(python) = image("CONTAINER_IMAGE_PYTHON")?.or_else(|| both.clone()) {

@@ -63,6 +63,11 @@ pub struct PolicyFile {
     /// host file, relative to this file unless absolute; `$CODE_SANDBOX_CA_BUNDLE`
     /// overrides it. Absent: the image's own.
     pub certificates: Option<String>,
+    /// Secrets the code may use toward their hosts without holding them (placeholders
+    /// the egress proxy swaps); replaces the inherited list.
+    #[serde(default, deserialize_with = "super::secrets::deserialize")]
+    #[schemars(with = "Option<std::collections::BTreeMap<String, super::secrets::SecretFile>>")]
+    pub secrets: Option<Vec<(String, super::secrets::SecretFile)>>,
     /// The checker's rules, merged by `id`: an entry whose id the parent has changes
     /// only the keys it gives (say, `action: off`); an entry with a new id adds a rule,
     /// and must give `category`, `message` and a matcher.
@@ -200,6 +205,8 @@ pub struct ExportFile {
     pub path: String,
     /// An existing file there is replaced; otherwise it is left and the result says so.
     pub overwrite: Option<bool>,
+    /// Protected names (dot-names, files tools run) this policy lets an export write.
+    pub allow: Option<Vec<String>>,
 }
 
 /// Packages a run may ask to have installed, and where they come from.
@@ -411,7 +418,17 @@ pub struct Policy {
     pub packages: Packages,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub certificates: Option<Certificates>,
+    /// Secrets swapped in at the egress proxy, in the order written.
+    #[serde(
+        serialize_with = "super::secrets::serialize",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub secrets: Vec<super::secrets::Secret>,
     pub rules: Vec<Rule>,
+    /// The policy files it was read from (real paths, the `extends` chain's included):
+    /// what no export and no rw mount may reach.
+    #[serde(skip)]
+    pub files: Vec<std::path::PathBuf>,
 }
 
 /// The CA bundle handed to the sandbox (`certificates:`), written back as the file gave
@@ -424,6 +441,9 @@ pub struct Certificates {
     /// The file on the host.
     #[serde(skip)]
     pub host: std::path::PathBuf,
+    /// Its text, as read when the policy was loaded (PEM certificates only).
+    #[serde(skip)]
+    pub pem: String,
 }
 
 /// The packages a run may ask for, and where they come from.
@@ -601,6 +621,9 @@ pub struct Export {
     pub dir: std::path::PathBuf,
     /// An existing file is replaced; otherwise it is left and the result says so.
     pub overwrite: bool,
+    /// Globs of protected names (see `policy::protected_names`) exported anyway.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
 }
 
 /// Where the audit log goes.

@@ -36,11 +36,18 @@ pub struct Executed {
     pub oom: Option<bool>,
     /// The files and figures the run left, and how many more were not listed.
     pub files: Option<(Vec<FileEntry>, u64)>,
-    /// The run-time hooks' records (JSON), in order.
+    /// The run-time hooks' records (JSON), in order: the first [`MAX_REPORTS`].
     pub explained: Vec<Vec<u8>>,
-    /// The system calls the kernel refused: which, and what they named.
+    /// The system calls the kernel refused: which, and what they named; the first
+    /// [`MAX_REPORTS`].
     pub refused: Vec<(String, String)>,
+    /// Records and refusals past [`MAX_REPORTS`], counted: a program that tries ten
+    /// thousand forks fills no memory with them.
+    pub unreported: u64,
 }
+
+/// How many of a run's hook records, and how many of its refusals, are kept.
+pub const MAX_REPORTS: usize = 64;
 
 /// How often the box is asked whether it still runs (a supervisor that died without
 /// its end frame: killed from outside).
@@ -136,8 +143,13 @@ pub async fn execute(
                     match frame {
                         FromBox::Stdout(bytes) => pass(&mut capture, program, Stream::Stdout, &bytes),
                         FromBox::Stderr(bytes) => pass(&mut capture, program, Stream::Stderr, &bytes),
-                        FromBox::Explained(record) => executed.explained.push(record),
-                        FromBox::Refused { syscall, detail } => executed.refused.push((syscall, detail)),
+                        FromBox::Explained(record) if executed.explained.len() < MAX_REPORTS => {
+                            executed.explained.push(record)
+                        }
+                        FromBox::Refused { syscall, detail } if executed.refused.len() < MAX_REPORTS => {
+                            executed.refused.push((syscall, detail))
+                        }
+                        FromBox::Explained(_) | FromBox::Refused { .. } => executed.unreported += 1,
                         FromBox::Files { entries, unlisted } => executed.files = Some((entries, unlisted)),
                         FromBox::Unavailable(reason) => {
                             backend.remove(&id).await;

@@ -81,14 +81,17 @@ impl Core {
             .into_iter()
             .map(|language| (language, Guard::new(&engine, language)))
             .collect();
+        let bundle = policy.certificates.as_ref().map(|c| c.pem.as_str());
+        let egress = Egress::with_secrets(EgressPurpose::Run, &policy.secrets).trusting(bundle);
+        let install_egress = Egress::new(EgressPurpose::Install).trusting(bundle);
         Core {
             engine,
             guards,
             prepared: Mutex::new(HashMap::new()),
             policy,
             backend,
-            egress: Egress::new(EgressPurpose::Run),
-            install_egress: Egress::new(EgressPurpose::Install),
+            egress,
+            install_egress,
             package_sets: Mutex::new(HashMap::new()),
             pool,
             permits: Arc::new(Semaphore::new(permits)),
@@ -206,6 +209,9 @@ impl Core {
                 .iter()
                 .filter_map(|record| findings::explained(record, &self.policy)),
         );
+        if executed.unreported > 0 {
+            blocked.push(findings::unreported(executed.unreported, processes));
+        }
         let mut returned = executed
             .files
             .map(|(entries, unlisted)| files_out::from_entries(entries, unlisted, &self.policy))
@@ -223,6 +229,7 @@ impl Core {
             files: returned.files,
             files_unlisted: returned.unlisted,
             network_refused: self.egress.refusals(id, since),
+            secret_refused: self.egress.secret_refusals(id, since),
         })
     }
 
@@ -276,18 +283,20 @@ impl Core {
                 ..mode
             };
             let (argv, mut env) = self.command_for(language, &prepared.interpreters, &mode)?;
+            let mut placeholders = None;
             let network = if mode.install {
                 let (_, python_index) = self.policy.packages.for_language(Language::Python);
                 let (_, registry) = self.policy.packages.for_language(Language::JavaScript);
                 let hosts = super::install::index_hosts(&[python_index, registry]);
-                self.install_egress
-                    .open(self.backend.as_ref(), &hosts)
-                    .await?;
+                self.install_egress.open(&self.backend, &hosts).await?;
                 BoxNetwork::Egress(EgressPurpose::Install)
             } else {
                 match &self.policy.network {
                     NetworkMode::Allow(allow) => {
-                        self.egress.open(self.backend.as_ref(), allow).await?;
+                        self.egress.open(&self.backend, allow).await?;
+                        let (secrets, ticket) = self.egress.box_env();
+                        env.extend(secrets);
+                        placeholders = ticket;
                         BoxNetwork::Egress(EgressPurpose::Run)
                     }
                     NetworkMode::Bridge => BoxNetwork::Bridge,
@@ -299,8 +308,11 @@ impl Core {
             }
             let mut mounts = self.policy.mounts.clone();
             // The policy's CA bundle, for the install step and the run alike: both may
-            // have to pass a TLS-inspecting proxy.
-            if let Some(certificates) = &self.policy.certificates {
+            // have to pass a TLS-inspecting proxy. Where the egress proxy ends TLS for
+            // the box (secrets), the box trusts the proxy's bundle instead, which has
+            // these certificates already.
+            let proxy_trust = env.iter().any(|(name, _)| name == "SSL_CERT_FILE");
+            if let (Some(certificates), false) = (&self.policy.certificates, proxy_trust) {
                 mounts.push(crate::policy::Mount {
                     source: certificates.source.clone(),
                     host: certificates.host.clone(),
@@ -322,7 +334,11 @@ impl Core {
                     writable: mode.install,
                 }),
             };
-            self.create(&spec).await
+            let io = self.create(&spec).await?;
+            if let Some(ticket) = placeholders {
+                self.egress.bind(ticket, &io.id);
+            }
+            Ok(io)
         }
         .await;
         // Removed since it was checked (by the assets setup's box or this one's): the
@@ -442,6 +458,7 @@ impl Core {
     }
 
     pub(super) async fn discard(&self, id: &str) {
+        self.egress.forget(id);
         self.backend.remove(id).await;
         self.live_set().remove(id);
     }

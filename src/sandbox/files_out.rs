@@ -9,7 +9,6 @@
 use crate::policy::{Mount, Outputs, Policy};
 use sandbox_supervisor::wire::FileEntry;
 use serde::Serialize;
-use std::path::Path;
 
 /// What the supervisor is told to return (the policy's `outputs:`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,51 +190,36 @@ pub fn is_image(mime_type: &str) -> bool {
 
 /// Writes the returned files into the policy's export folder, each at its own path,
 /// and notes on each where it went or why not. An existing file is kept unless the
-/// policy allows overwriting; a path that would leave the folder (through a link made
-/// there on the host) is refused.
+/// policy allows overwriting; a name that would leave the folder, a link on the way, a
+/// protected name (a dot-name, a file tools run) the policy does not list, and the
+/// policy's own files and the audit log are refused (see `export_writer`).
 pub fn export(files: &mut [OutputFile], policy: &Policy) {
     let Some(export) = &policy.outputs.export else {
         return;
     };
+    let mut keep = policy.files.clone();
+    keep.extend(policy.audit.iter().map(|audit| audit.file.clone()));
     for file in files.iter_mut() {
         let Some(bytes) = &file.bytes else {
             continue;
         };
-        let shown = format!("{}/{}", export.path.trim_end_matches('/'), file.path);
-        match write_export(&export.dir, &file.path, bytes, export.overwrite) {
+        let shown = format!(
+            "{}/{}",
+            export.path.trim_end_matches('/'),
+            crate::analysis::display::escaped(&file.path)
+        );
+        match super::export_writer::write(
+            &export.dir,
+            &file.path,
+            bytes,
+            export.overwrite,
+            &keep,
+            &export.allow,
+        ) {
             Ok(()) => file.exported_to = Some(shown),
             Err(reason) => file.export_error = Some(format!("not exported to {shown}: {reason}")),
         }
     }
-}
-
-fn write_export(dir: &Path, path: &str, bytes: &[u8], overwrite: bool) -> Result<(), String> {
-    if path.starts_with('/') || path.split('/').any(|part| matches!(part, "" | "." | "..")) {
-        return Err("not a plain relative path".into());
-    }
-    let target = dir.join(path);
-    let parent = target.parent().unwrap_or(dir);
-    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    let real_dir = std::fs::canonicalize(dir).map_err(|e| e.to_string())?;
-    let real_parent = std::fs::canonicalize(parent).map_err(|e| e.to_string())?;
-    if !real_parent.starts_with(&real_dir) {
-        return Err("it leads out of the export folder through a link".into());
-    }
-    if std::fs::symlink_metadata(&target).is_ok() && !overwrite {
-        return Err("a file is already there (outputs.export.overwrite is false)".into());
-    }
-    let temporary = parent.join(format!(
-        ".{}.code-sandbox-part",
-        target
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("file")
-    ));
-    std::fs::write(&temporary, bytes).map_err(|e| e.to_string())?;
-    std::fs::rename(&temporary, &target).map_err(|e| {
-        let _ = std::fs::remove_file(&temporary);
-        e.to_string()
-    })
 }
 
 #[cfg(test)]
@@ -301,8 +285,9 @@ mod tests {
         let mut policy = policy();
         policy.outputs.export = Some(crate::policy::Export {
             path: "out".into(),
-            dir: dir.path().to_path_buf(),
+            dir: std::fs::canonicalize(dir.path()).unwrap(),
             overwrite: false,
+            allow: Vec::new(),
         });
         let file = |path: &str, bytes: &[u8]| OutputFile {
             path: path.into(),
@@ -342,7 +327,7 @@ mod tests {
                 .export_error
                 .as_deref()
                 .unwrap()
-                .contains("through a link"));
+                .contains("a link or a file is there"));
             assert!(!elsewhere.path().join("x.txt").exists());
         }
     }

@@ -7,7 +7,8 @@
 //! set, when a run asks for one, at [`PACKAGES`]; the policy's CA bundle, if any, at
 //! [`CERTIFICATES`]; and, under a network allowlist, the
 //! egress proxy's socket at [`EGRESS_SOCKET`], which the bootstrap relays to from
-//! `127.0.0.1:`[`RELAY_PORT`].
+//! `127.0.0.1:`[`RELAY_PORT`], and, when the proxy ends TLS for it (secrets), the
+//! certificates it trusts at [`EGRESS_TRUST`].
 
 /// The working directory: scratch space (a size-capped tmpfs) where the program's own
 /// file and the files handed in are written, and where it writes its own.
@@ -40,9 +41,20 @@ pub fn certificates_env() -> Vec<(String, String)> {
     .map(|name| (name.to_string(), CERTIFICATES.to_string()))
     .collect()
 }
+/// The folder the egress proxy's socket is in, inside a box under a network allowlist:
+/// a backend mounts a folder holding only the socket here (not the socket file itself,
+/// which gVisor cannot mount).
+pub const EGRESS_FOLDER: &str = "/run/code-sandbox";
+
+/// The socket's name in [`EGRESS_FOLDER`].
+pub const EGRESS_SOCKET_NAME: &str = "egress.sock";
 
 /// Where the egress proxy's socket appears in a box under a network allowlist.
 pub const EGRESS_SOCKET: &str = "/run/code-sandbox/egress.sock";
+
+/// Where the certificates a box trusts are, when the egress proxy ends TLS for it
+/// (the policy has secrets): the roots the server trusts and the proxy's own CA.
+pub const EGRESS_TRUST: &str = "/run/code-sandbox/trust.pem";
 
 /// The loopback port inside the box that the bootstrap relays to [`EGRESS_SOCKET`].
 pub const RELAY_PORT: u16 = 3128;
@@ -68,11 +80,39 @@ pub fn asset(name: &str) -> String {
 }
 
 /// The variables that point HTTP clients at the relay (both spellings: curl and
-/// Python read the lower-case ones, many others the upper-case).
+/// Python read the lower-case ones, many others the upper-case), and the switch that
+/// makes newer Node releases read them for `fetch` and `http` (Node 20 ignores it).
 pub fn proxy_env() -> Vec<(String, String)> {
     let url = format!("http://127.0.0.1:{RELAY_PORT}");
     ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"]
         .into_iter()
         .map(|name| (name.to_string(), url.clone()))
+        .chain([("NODE_USE_ENV_PROXY".to_string(), "1".to_string())])
         .collect()
+}
+
+/// The variables that make HTTP clients trust [`EGRESS_TRUST`]: OpenSSL and Python's
+/// `ssl` (and so urllib, httpx, aiohttp), requests, curl, and Node (which adds it to
+/// its own roots).
+pub fn trust_env() -> Vec<(String, String)> {
+    [
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+    ]
+    .into_iter()
+    .map(|name| (name.to_string(), EGRESS_TRUST.to_string()))
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_socket_is_in_its_folder() {
+        assert_eq!(
+            super::EGRESS_SOCKET,
+            format!("{}/{}", super::EGRESS_FOLDER, super::EGRESS_SOCKET_NAME)
+        );
+    }
 }

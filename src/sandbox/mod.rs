@@ -34,6 +34,7 @@ mod core;
 pub mod egress;
 pub mod environment;
 pub mod environment_cache;
+mod export_writer;
 pub mod files_in;
 pub mod files_out;
 pub mod images;
@@ -49,11 +50,13 @@ mod submit;
 
 pub use assets::{Guard, Mode};
 pub use backend::docker::LABEL;
+pub use call::MAX_REPORTS;
 pub use capture::Stream;
 pub use pass_through::pass_through;
 pub use session::SessionError;
 pub use submit::{
-    check_after, Answer, Approval, Caller, NotRun, Ran, SessionName, Submission, Submitted,
+    check_after, Answer, Approval, ApprovalRequest, Caller, NotRun, Ran, SessionName, Submission,
+    Submitted,
 };
 
 use crate::analysis::{Language, SourceKind};
@@ -143,6 +146,10 @@ pub struct RunOutcome {
     /// Connections the egress proxy refused (under a network allowlist).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network_refused: Vec<egress::Refusal>,
+    /// Requests the egress proxy refused because they carried a secret's placeholder
+    /// where the secret does not go (which secret, which host; never a value).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secret_refused: Vec<egress::SecretRefusal>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -66,15 +66,20 @@ pub struct Approval {
     pub answer: Answer,
     /// sha256 of the code the person was shown (and that ran, if approved).
     pub code_sha256: String,
+    /// sha256 of everything the person was shown that runs: the code, the files handed
+    /// in (names, sizes and contents), the packages installed first and the session
+    /// (see [`ApprovalRequest::sha256`]).
+    pub request_sha256: String,
 }
 
 impl Approval {
     /// An approval nobody could give: the caller has no one to ask.
-    pub fn unavailable(code: &str, rules: &[&str]) -> Approval {
+    pub fn unavailable(request: &ApprovalRequest<'_>) -> Approval {
         Approval {
-            rules: rules.iter().map(|rule| rule.to_string()).collect(),
+            rules: request.rules.iter().map(|rule| rule.to_string()).collect(),
             answer: Answer::Unavailable,
-            code_sha256: crate::digest::sha256_hex(code.as_bytes()),
+            code_sha256: crate::digest::sha256_hex(request.code.as_bytes()),
+            request_sha256: request.sha256(),
         }
     }
 
@@ -97,19 +102,59 @@ impl Approval {
     }
 }
 
+/// What a person is asked to approve: everything that will run (the code, the files
+/// written before it, the packages installed first, the session it runs in), and why
+/// they are asked (the findings of the `ask` rules).
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalRequest<'a> {
+    pub language: Language,
+    pub code: &'a str,
+    pub files: &'a [InputFile],
+    /// Package specs as they will be installed.
+    pub packages: &'a [String],
+    /// The session's name, when the code runs in one.
+    pub session: Option<&'a str>,
+    pub findings: &'a [Finding],
+    /// The `ask` rules the code matched.
+    pub rules: &'a [&'a str],
+}
+
+impl ApprovalRequest<'_> {
+    /// sha256 of what will run, in one canonical form: the JSON object
+    /// `{"language", "code_sha256", "files": [{"path", "size", "sha256"}], "packages",
+    /// "session"}` with keys in that order, written compactly.
+    pub fn sha256(&self) -> String {
+        use crate::digest::sha256_hex;
+        let files: Vec<serde_json::Value> = self
+            .files
+            .iter()
+            .map(|file| {
+                serde_json::json!({
+                    "path": file.path,
+                    "size": file.bytes.len(),
+                    "sha256": sha256_hex(&file.bytes),
+                })
+            })
+            .collect();
+        // serde_json's maps keep keys sorted; this form is spelled out to be stable.
+        let canonical = format!(
+            "{{\"language\":{},\"code_sha256\":{},\"files\":{},\"packages\":{},\"session\":{}}}",
+            serde_json::Value::from(self.language.name()),
+            serde_json::Value::from(sha256_hex(self.code.as_bytes())),
+            serde_json::Value::from(files),
+            serde_json::Value::from(self.packages.to_vec()),
+            serde_json::to_string(&self.session).expect("a name serializes"),
+        );
+        sha256_hex(canonical.as_bytes())
+    }
+}
+
 /// The party a submission comes from: who can approve code an `ask` rule holds, and
 /// who watches the run.
 #[async_trait]
 pub trait Caller: Send + Sync {
-    /// Asks a person to approve `code`, showing `findings`; `rules` are the `ask` rules
-    /// it matched.
-    async fn approve(
-        &self,
-        language: Language,
-        code: &str,
-        findings: &[Finding],
-        rules: &[&str],
-    ) -> Approval;
+    /// Asks a person to approve everything `request` will run, showing why.
+    async fn approve(&self, request: &ApprovalRequest<'_>) -> Approval;
 
     /// The check passed (with `findings`, warnings at most) and the run starts now,
     /// under `timeout`: where its output should also go as it is written, if anywhere.
@@ -213,9 +258,16 @@ impl Sandbox {
         let approval = if asks.is_empty() {
             None
         } else {
-            let approval = caller
-                .approve(language, &submission.code, &report.findings, &asks)
-                .await;
+            let request = ApprovalRequest {
+                language,
+                code: &submission.code,
+                files: &submission.files,
+                packages: &packages,
+                session: submission.session.as_ref().map(|s| s.name.as_str()),
+                findings: &report.findings,
+                rules: &asks,
+            };
+            let approval = caller.approve(&request).await;
             if approval.answer != Answer::Approved {
                 return Submitted {
                     findings: report.findings,

@@ -10,7 +10,11 @@ mod common;
 mod check;
 mod dependencies;
 mod docs;
+mod http_oauth;
+mod http_serve;
+mod http_tls;
 mod image;
+mod limits;
 mod policy_cmd;
 mod policy_files;
 mod run;
@@ -22,8 +26,12 @@ fn main() -> std::process::ExitCode {
             check::tests,
             dependencies::tests,
             docs::tests,
+            http_oauth::tests,
+            http_serve::tests,
+            http_tls::tests,
             image::tests,
             policy_cmd::tests,
+            limits::tests,
             policy_files::tests,
             run::tests,
         ],

@@ -1,7 +1,7 @@
 //! Policy files as a project writes them: discovery, `extends`, rule merging, and
 //! errors that name the file, line, column and key.
 
-use crate::common::scratch;
+use crate::common::{self, scratch};
 use code_sandbox_mcp::analysis::Language;
 use code_sandbox_mcp::policy::{Action, NetworkMode, Policy, PolicyEngine, PolicySource};
 use std::path::Path;
@@ -23,6 +23,7 @@ crate::common::harness::tests! {
     sync discovery_prefers_flag_then_env_then_nearest_project_file;
     sync the_bare_command_takes_the_serve_flags;
     sync under_an_allowlist_the_network_rule_judges_urls;
+    sync secrets_are_read_at_load_and_a_missing_one_is_an_error_where_declared;
 }
 
 fn load(dir: &Path, file: &str, text: &str) -> Result<Policy, String> {
@@ -250,6 +251,15 @@ fn errors_name_file_line_column_and_key() {
         ("network:\n  allow:\n    - pypi.org\n    - https://files.example.com\n", "allowurl.yaml:4:7", &["network.allow[1]", "not a URL"]),
         ("network:\n  allow: [\"api.example.com:99999\"]\n", "allowport.yaml:2:11", &["not a port"]),
         ("network:\n  hosts: [pypi.org]\n", "allowkey.yaml:2", &["unknown field `hosts`, expected `allow`"]),
+        ("network:\n  allow:\n    - 10.0.0.0/8\n    - 10.0.0.1/8\n", "cidr.yaml:4:7", &["network.allow[1]", "bits set past its prefix", "`10.0.0.0/8`"]),
+        ("network:\n  allow: [\"0x7f.1\"]\n", "spelling.yaml:2:11", &["network.allow[0]", "another spelling"]),
+        ("network:\n  allow: [\"fe80::1%eth0\"]\n", "zone.yaml:2:11", &["network.allow[0]", "not a host name"]),
+        ("network:\n  allow: []\nsecrets:\n  HTTPS_PROXY: { hosts: [a.com] }\n", "sreserved.yaml:4", &["secrets", "`HTTPS_PROXY` is a variable the sandbox sets for itself"]),
+        ("network:\n  allow: []\nsecrets:\n  KEY: { hosts: [] }\n", "sempty.yaml:4", &["secrets", "KEY.hosts: name at least one host"]),
+        ("network:\n  allow: []\nsecrets:\n  KEY: { hosts: [\"https://a.com\"] }\n", "surl.yaml:4", &["KEY.hosts", "not a URL"]),
+        ("network:\n  allow: []\nsecrets:\n  KEY: { hosts: [a.com], form: X }\n", "skey.yaml:4", &["unknown field `form`"]),
+        ("network:\n  allow: []\nsecrets:\n  KEY: { from: \"A B\", hosts: [a.com] }\n", "sfrom.yaml:4", &["KEY.from", "not a variable name"]),
+        ("secrets:\n  KEY: { hosts: [a.com] }\n", "snet.yaml:1", &["secrets: the egress proxy swaps secrets", "network is `none`"]),
         ("audit:\n  path: ../../elsewhere/audit.jsonl\n", "auditout.yaml:2", &["audit.path", "outside the project"]),
         ("audit:\n  file: audit.jsonl\n", "auditkey.yaml:2", &["unknown field `file`, expected `path`"]),
         ("packages:\n  python: [numpy, \"pandas --index-url http://x\"]\n", "pkgspec.yaml:2:19", &["packages.python[1]", "only a version requirement may follow"]),
@@ -484,4 +494,58 @@ fn under_an_allowlist_the_network_rule_judges_urls() {
         findings[0].message.contains("import of `requests`"),
         "{findings:?}"
     );
+}
+
+fn secrets_are_read_at_load_and_a_missing_one_is_an_error_where_declared() {
+    let dir = scratch("secrets");
+    // PATH is set wherever the tests run: its value stands for a secret's.
+    let value = std::env::var("PATH").unwrap();
+    let text = "network:\n  allow: [pypi.org]\nsecrets:\n  FROM_PATH: { from: PATH, hosts: [\"api.example.com\"] }\n  UNSET_ONE: { from: CODE_SANDBOX_TEST_UNSET_VARIABLE, hosts: [\"*.example.org:8443\"] }\n";
+    let policy = load(&dir, "secrets.yaml", text).unwrap();
+    // The secrets' hosts join the list.
+    let hosts: Vec<String> = policy
+        .allowed_hosts()
+        .unwrap()
+        .iter()
+        .map(|h| h.written.clone())
+        .collect();
+    assert_eq!(hosts, ["pypi.org", "api.example.com", "*.example.org:8443"]);
+    // Shown by name and hosts, never by value.
+    let shown = serde_yaml::to_string(&policy).unwrap();
+    assert!(
+        shown.contains(
+            "secrets:\n  FROM_PATH:\n    from: PATH\n    hosts:\n    - api.example.com\n"
+        ),
+        "{shown}"
+    );
+    assert!(!shown.contains(&value) && !format!("{policy:?}").contains(&value));
+    let error = policy.check_secrets().unwrap_err().to_string();
+    assert!(
+        error.contains("secrets.yaml:5: secrets.UNSET_ONE: the server's environment has no `CODE_SANDBOX_TEST_UNSET_VARIABLE`"),
+        "{error}"
+    );
+    assert!(!error.contains("FROM_PATH"), "{error}");
+    // `run` refuses to start without the value (nothing is run; no engine needed).
+    let code = dir.join("x.py");
+    std::fs::write(&code, "print(1)\n").unwrap();
+    let output = common::binary()
+        .args(["run", "--policy"])
+        .arg(dir.join("secrets.yaml"))
+        .arg(&code)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = common::text(&output.stderr);
+    assert!(
+        stderr.contains("secrets.yaml:5: secrets.UNSET_ONE"),
+        "{stderr}"
+    );
+    // `check` lints without the values.
+    let output = common::binary()
+        .args(["check", "--policy"])
+        .arg(dir.join("secrets.yaml"))
+        .arg(&code)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
 }

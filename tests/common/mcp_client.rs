@@ -54,6 +54,21 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> RpcClient<R, W> {
         writer.flush().await.expect("flush to the server");
     }
 
+    /// Writes raw bytes, with no newline added.
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        let writer = self.writer.as_mut().expect("input already closed");
+        writer.write_all(bytes).await.expect("write to the server");
+        writer.flush().await.expect("flush to the server");
+    }
+
+    /// The next line from the server as it is (a batch's answer is an array).
+    pub async fn next_raw_line(&mut self) -> Option<String> {
+        tokio::time::timeout(READ_LIMIT, self.lines.next_line())
+            .await
+            .expect("the server answered nothing in time")
+            .expect("read from the server")
+    }
+
     pub async fn send(&mut self, message: &Value) {
         self.send_line(&message.to_string()).await;
     }

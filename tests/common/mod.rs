@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod harness;
+pub mod http;
 pub mod mcp_client;
 
 use std::io::Write;

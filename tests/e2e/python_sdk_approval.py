@@ -10,6 +10,7 @@ run nothing; a client without elicitation is refused with a message that says so
 Prints one `ok:` line per scenario; exits non-zero with a traceback on failure.
 """
 
+import hashlib
 import sys
 
 import anyio
@@ -40,7 +41,7 @@ async def main(binary: str, policy: str) -> None:
             assert result.structured_content["approval"]["answer"] == "approved", result.structured_content
             assert len(asked) == 1, asked
             assert "process-exec" in asked[0] and "sha256" in asked[0], asked[0]
-            assert "The whole code (2 lines)" in asked[0] and "capture_output=True" in asked[0], asked[0]
+            assert "The whole code (2 lines, as the interpreter counts them)" in asked[0] and "capture_output=True" in asked[0], asked[0]
             assert "subprocess.run" in asked[0], asked[0]
             again = await session.call_tool("run_python_code", {"code": CODE})
             assert again.structured_content["stdout"] == "approved\n", again.structured_content
@@ -61,6 +62,28 @@ async def main(binary: str, policy: str) -> None:
                 assert content_["approval"]["answer"] == expected, content_
                 assert content_["exit_code"] is None and content_["stdout"] == "", content_
                 print("ok: not run after", action, content)
+
+            # What the question shows is what runs: a bare CR is a line to Python, escape
+            # sequences and direction overrides are spelled out, and the files handed in
+            # are listed with their sizes and hashes, all under the request's hash.
+            answer.clear()
+            answer.update({"action": "decline", "content": None})
+            hidden = "print('fine')\rimport subprocess; subprocess.run(['id'])  # \x1b[2K\u202e\n"
+            data = b"a,b\n1,2\n"
+            refused = await session.call_tool(
+                "run_python_code",
+                {"code": hidden, "files": [{"path": "data.csv", "content": data.decode()}]},
+            )
+            question = asked[-1]
+            assert "The whole code (2 lines, as the interpreter counts them)" in question, question
+            assert "   2 | import subprocess" in question, question
+            assert "\x1b" not in question and "\u202e" not in question, repr(question)
+            assert "\\u{1b}[2K\\u{202e}" in question, question
+            assert f"data.csv — {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}" in question, question
+            approval = refused.structured_content["approval"]
+            assert approval["request_sha256"] in question and approval["code_sha256"] in question, question
+            assert approval["answer"] == "declined", approval
+            print("ok: the question shows every line, escaped, and the files")
 
     # A client that cannot ask its user.
     async with stdio_client(params) as (read, write):

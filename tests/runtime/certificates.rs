@@ -5,7 +5,7 @@
 //! install is `install_failed` with the certificate error in pip's words.
 
 use crate::common;
-use crate::common::mcp_client::{is_error, structured, InProcess, TestImage};
+use crate::common::mcp_client::{is_error, structured, InProcess, RpcClient, TestImage};
 use code_sandbox_mcp::analysis::Language;
 use serde_json::json;
 use std::io::BufRead;
@@ -14,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 
 crate::common::harness::tests! {
     multi_thread(2) a_ca_bundle_in_the_policy_is_trusted_by_installs_and_runs needs common::DOCKER;
+    multi_thread(2) under_secrets_the_proxy_trusts_the_policy_s_ca_bundle_too needs common::DOCKER;
 }
 
 /// `openssl` with `args` in `dir`; the test fails with its stderr if it does.
@@ -108,6 +109,11 @@ impl HttpsServer {
                       class Quiet(http.server.SimpleHTTPRequestHandler):\n\
                       \x20   def __init__(self, *a, **k): super().__init__(*a, directory=sys.argv[1], **k)\n\
                       \x20   def log_message(self, *a): pass\n\
+                      \x20   def do_GET(self):\n\
+                      \x20       if not self.path.startswith('/echo'): return super().do_GET()\n\
+                      \x20       body = ('key=' + str(self.headers.get('X-Api-Key'))).encode()\n\
+                      \x20       self.send_response(200); self.send_header('Content-Length', str(len(body))); self.end_headers()\n\
+                      \x20       self.wfile.write(body)\n\
                       context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
                       context.load_cert_chain(sys.argv[2], sys.argv[3])\n\
                       server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Quiet)\n\
@@ -229,6 +235,59 @@ async fn a_ca_bundle_in_the_policy_is_trusted_by_installs_and_runs() {
     );
     assert!(!volume.exists(), "{} was left behind", volume.0);
     server_mcp.close().await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn under_secrets_the_proxy_trusts_the_policy_s_ca_bundle_too() {
+    // The proxy ends TLS for a secret's host and makes its own to the host: with the
+    // policy's bundle (and no SSL_CERT_FILE in the server's environment) it trusts the
+    // test's CA, swaps the placeholder and hands the box a bundle that trusts it too.
+    let dir = common::scratch("certificates-secrets");
+    make_ca(&dir);
+    let root = dir.join("site");
+    std::fs::create_dir_all(&root).unwrap();
+    let server = HttpsServer::start(&root, &dir.join("leaf.pem"), &dir.join("leaf.key"));
+    let port = server.port;
+    let (image, policy) = policy_with(
+        "certificates-secrets",
+        &format!(
+            "network:\n  allow: [\"localhost:{port}\"]\n\
+             secrets:\n  API_KEY: {{ from: TEST_CA_SECRET, hosts: [\"localhost:{port}\"] }}\n\
+             certificates: \"{}\"\n",
+            dir.join("ca.pem").display()
+        ),
+    );
+    let mut child = tokio::process::Command::new(common::binary_path())
+        .env("CODE_SANDBOX_POLICY", &policy)
+        .env("TEST_CA_SECRET", "the-real-value")
+        .env_remove("SSL_CERT_FILE")
+        .env_remove("SSL_CERT_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut client = RpcClient::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    client.initialize().await;
+    let code = format!(
+        "import os, requests\n\
+         print(requests.get('https://localhost:{port}/echo', headers={{'X-Api-Key': os.environ['API_KEY']}}, timeout=30).text)\n\
+         print(os.environ['SSL_CERT_FILE'])\n"
+    );
+    let result = client
+        .call_tool("run_python_code", json!({ "code": code }))
+        .await;
+    client.close_input().await;
+    let _ = child.wait().await;
+    assert!(!is_error(&result), "{result}");
+    assert_eq!(
+        structured(&result)["stdout"],
+        "key=the-real-value\n/run/code-sandbox/trust.pem\n",
+        "{result}"
+    );
+    drop(image);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -28,9 +28,9 @@ crate::common::harness::tests! {
 /// assertion).
 const CLIENT_LIMIT: Duration = Duration::from_secs(600);
 
-struct Clients {
+pub(crate) struct Clients {
     /// The venv's Python, with `mcp` and `fastmcp`.
-    python: PathBuf,
+    pub(crate) python: PathBuf,
     /// The Inspector's launcher (`mcp-inspector`).
     inspector: PathBuf,
     /// maturin, which builds the wheel.
@@ -64,7 +64,7 @@ fn installed() -> Option<Clients> {
 }
 
 /// The MCP test clients, installed by scripts/install-test-clients.sh when missing.
-static MCP_CLIENTS: common::harness::Prerequisite = common::harness::Prerequisite {
+pub(crate) static MCP_CLIENTS: common::harness::Prerequisite = common::harness::Prerequisite {
     name: "the MCP test clients (scripts/install-test-clients.sh)",
     prepare: || {
         clients_installed()
@@ -100,7 +100,7 @@ fn clients_installed() -> &'static Result<Clients, String> {
 }
 
 /// The installed clients, for a test that declares [`MCP_CLIENTS`].
-fn clients() -> &'static Clients {
+pub(crate) fn clients() -> &'static Clients {
     match clients_installed() {
         Ok(clients) => clients,
         Err(reason) => panic!("the MCP test clients are unavailable: {reason}"),
@@ -109,7 +109,7 @@ fn clients() -> &'static Clients {
 
 /// Runs `command` to completion (killing it past `CLIENT_LIMIT`); returns (success,
 /// stdout, stderr).
-fn run(mut command: Command) -> (bool, String, String) {
+pub(crate) fn run(mut command: Command) -> (bool, String, String) {
     let dir = tempdir("client-output");
     let (out_path, err_path) = (dir.join("stdout"), dir.join("stderr"));
     command
@@ -344,6 +344,7 @@ fn a_person_approves_ask_code_through_the_python_sdks_elicitation() {
         "ok: not run after decline",
         "ok: not run after cancel",
         "ok: not run after accept",
+        "ok: the question shows every line, escaped, and the files",
         "ok: a client without elicitation is refused",
     ] {
         assert!(
@@ -367,6 +368,7 @@ fn a_person_approves_ask_code_through_the_python_sdks_elicitation() {
         [
             "completed",
             "completed",
+            "declined",
             "declined",
             "declined",
             "declined",

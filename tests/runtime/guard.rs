@@ -19,6 +19,7 @@ crate::common::harness::tests! {
     multi_thread(2) python_keeps_its_usual_semantics_under_the_guard needs common::DOCKER;
     multi_thread(2) a_rule_at_warn_installs_nothing_at_run_time needs common::DOCKER;
     multi_thread(2) the_kernel_floor_alone_stops_fork_and_exec needs common::DOCKER;
+    sync the_kernel_keeps_the_filesystem_closed needs common::DOCKER;
     multi_thread(2) node_guard_stops_a_built_module_name_and_codegen needs common::DOCKER;
     multi_thread(2) node_without_a_permission_model_is_refused_not_run_with_less needs common::DOCKER;
     multi_thread(2) gvisor_runs_the_code_when_the_policy_asks_for_it needs common::DOCKER, common::GVISOR;
@@ -169,16 +170,6 @@ async fn a_rule_at_warn_installs_nothing_at_run_time() {
 /// hooks at all still cannot start a process, by any route, and every attempt is
 /// reported by the supervisor (outside the program's reach) with what it named.
 async fn the_kernel_floor_alone_stops_fork_and_exec() {
-    let dir = common::scratch("kernel-floor");
-    let (_, bytes, _) = assets::files()
-        .into_iter()
-        .find(|(name, _, _)| *name == assets::SUPERVISOR_FILE)
-        .unwrap();
-    assert!(!bytes.is_empty(), "this platform has no supervisor");
-    let helper = dir.join("supervisor");
-    std::fs::write(&helper, bytes).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o555)).unwrap();
     let script = r#"
 import os, subprocess, threading
 t = threading.Thread(target=lambda: print("thread ok")); t.start(); t.join()
@@ -196,6 +187,137 @@ attempt("execv", lambda: os.execv("/bin/sh", ["sh", "-c", "echo CANARY-PROC-$((4
 attempt("kill the supervisor", lambda: os.kill(os.getppid(), 9))
 print("system", os.system("echo CANARY-PROC-$((40+2))"))
 "#;
+    let run = supervised(&["--floor", "--protect"], script);
+    assert!(!run.stdout.contains(CANARY), "{}", run.stdout);
+    for line in [
+        "thread ok",
+        "fork errno 1",
+        "popen errno 1",
+        "posix_spawn errno 1",
+        "fexecve errno 1",
+        "execv errno 1",
+        "kill the supervisor errno 1",
+    ] {
+        assert!(
+            run.stdout.contains(line),
+            "missing `{line}` in:\n{}\n{}",
+            run.stdout,
+            run.stderr
+        );
+    }
+    // Each attempt is on the supervisor's record, with what it named.
+    let refused = &run.refused;
+    assert!(refused.iter().any(|r| r == "execve /bin/sh"), "{refused:?}");
+    assert!(
+        refused.iter().any(|r| r.starts_with("execveat")),
+        "{refused:?}"
+    );
+    assert!(
+        refused.iter().any(|r| r.starts_with("clone")),
+        "{refused:?}"
+    );
+    assert_eq!(run.end, Some((Status::Exited(0), true)), "{}", run.stdout);
+}
+
+/// Landlock alone, with no hooks: nothing outside the writable places can be written,
+/// `/proc/self/mem` cannot be opened for writing, and with a read limit (a filesystem
+/// rule that denies) nothing outside the readable places can be read.
+fn the_kernel_keeps_the_filesystem_closed() {
+    let script = r#"
+import os
+def attempt(name, f):
+    try:
+        f(); print(name, "ok")
+    except OSError as e:
+        print(name, "errno", e.errno)
+attempt("write sandbox", lambda: open("/sandbox/a.txt", "w").write("x"))
+attempt("write tmp", lambda: open("/tmp/b.txt", "w").write("x"))
+attempt("write devnull", lambda: open("/dev/null", "w").write("x"))
+attempt("proc mem", lambda: open("/proc/self/mem", "r+b"))
+attempt("proc attr", lambda: open("/proc/self/attr/current", "w"))
+attempt("read var", lambda: open("/var/lib/dpkg/status").read(1))
+attempt("read usr", lambda: open("/usr/lib/os-release").read(1))
+"#;
+    let open = supervised(
+        &[
+            "--protect",
+            "--write",
+            "/sandbox",
+            "--write",
+            "/tmp",
+            "--write-file",
+            "/dev/null",
+        ],
+        script,
+    );
+    for line in [
+        "write sandbox ok",
+        "write tmp ok",
+        "write devnull ok",
+        "proc mem errno 13",
+        "proc attr errno 13",
+        "read var ok",
+        "read usr ok",
+    ] {
+        assert!(
+            open.stdout.contains(line),
+            "missing `{line}` in:\n{}\n{}",
+            open.stdout,
+            open.stderr
+        );
+    }
+    let mut limited = vec![
+        "--protect",
+        "--write",
+        "/sandbox",
+        "--write",
+        "/tmp",
+        "--write-file",
+        "/dev/null",
+    ];
+    for dir in [
+        "/usr", "/lib", "/lib64", "/bin", "/etc", "/proc", "/dev", "/sandbox", "/tmp",
+    ] {
+        limited.extend(["--read", dir]);
+    }
+    let limited = supervised(&limited, script);
+    for line in [
+        "write sandbox ok",
+        "proc mem errno 13",
+        "read var errno 13",
+        "read usr ok",
+    ] {
+        assert!(
+            limited.stdout.contains(line),
+            "missing `{line}` in:\n{}\n{}",
+            limited.stdout,
+            limited.stderr
+        );
+    }
+}
+
+/// What the supervisor reported of one run.
+struct Supervised {
+    stdout: String,
+    stderr: String,
+    refused: Vec<String>,
+    end: Option<(Status, bool)>,
+}
+
+/// Runs `script` with python3 as the interpreter of the embedded supervisor, in a
+/// container started as the sandbox starts its boxes, with the supervisor's `options`
+/// and no hooks at all; reads the supervisor's frames.
+fn supervised(options: &[&str], script: &str) -> Supervised {
+    let dir = common::scratch("supervised");
+    let (_, bytes, _) = assets::files()
+        .into_iter()
+        .find(|(name, _, _)| *name == assets::SUPERVISOR_FILE)
+        .unwrap();
+    assert!(!bytes.is_empty(), "this platform has no supervisor");
+    let helper = dir.join("supervisor");
+    std::fs::write(&helper, bytes).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o555)).unwrap();
     // The supervisor talks frames on stdin and stdout: stdin stays open (a closed one
     // would end the box) until the run is over.
     let mut child = std::process::Command::new("docker")
@@ -219,20 +341,9 @@ print("system", os.system("echo CANARY-PROC-$((40+2))"))
         ])
         .arg("-v")
         .arg(format!("{}:/guard/supervisor:ro", helper.display()))
-        .args([
-            common::LOCAL_IMAGE,
-            "/guard/supervisor",
-            "--floor",
-            "--protect",
-            "--write",
-            "/sandbox",
-            "--write",
-            "/tmp",
-            "--",
-            "/usr/bin/python3",
-            "-c",
-            script,
-        ])
+        .args([common::LOCAL_IMAGE, "/guard/supervisor"])
+        .args(options)
+        .args(["--", "/usr/bin/python3", "-c", script])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -245,44 +356,22 @@ print("system", os.system("echo CANARY-PROC-$((40+2))"))
     let frames = sandbox_supervisor::wire::Decoder::default()
         .push(&bytes)
         .expect("the supervisor's frames");
-    let mut stdout = String::new();
-    let mut refused = Vec::new();
-    let mut end = None;
+    let mut run = Supervised {
+        stdout: String::new(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        refused: Vec::new(),
+        end: None,
+    };
     for frame in frames {
         match frame {
-            FromBox::Stdout(chunk) => stdout.push_str(&String::from_utf8_lossy(&chunk)),
-            FromBox::Refused { syscall, detail } => refused.push(format!("{syscall} {detail}")),
-            FromBox::End { status, gone, .. } => end = Some((status, gone)),
+            FromBox::Stdout(chunk) => run.stdout.push_str(&String::from_utf8_lossy(&chunk)),
+            FromBox::Stderr(chunk) => run.stderr.push_str(&String::from_utf8_lossy(&chunk)),
+            FromBox::Refused { syscall, detail } => run.refused.push(format!("{syscall} {detail}")),
+            FromBox::End { status, gone, .. } => run.end = Some((status, gone)),
             _ => {}
         }
     }
-    assert!(!stdout.contains(CANARY), "{stdout}");
-    for line in [
-        "thread ok",
-        "fork errno 1",
-        "popen errno 1",
-        "posix_spawn errno 1",
-        "fexecve errno 1",
-        "execv errno 1",
-        "kill the supervisor errno 1",
-    ] {
-        assert!(
-            stdout.contains(line),
-            "missing `{line}` in:\n{stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    // Each attempt is on the supervisor's record, with what it named.
-    assert!(refused.iter().any(|r| r == "execve /bin/sh"), "{refused:?}");
-    assert!(
-        refused.iter().any(|r| r.starts_with("execveat")),
-        "{refused:?}"
-    );
-    assert!(
-        refused.iter().any(|r| r.starts_with("clone")),
-        "{refused:?}"
-    );
-    assert_eq!(end, Some((Status::Exited(0), true)), "{stdout}");
+    run
 }
 
 async fn node_guard_stops_a_built_module_name_and_codegen() {

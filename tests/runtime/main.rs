@@ -11,15 +11,21 @@ mod attacks;
 mod audit;
 mod certificates;
 mod e2e_clients;
+mod egress;
+mod export_attacks;
 mod guard;
+mod http_clients;
 mod mcp_server;
 mod network;
 mod outputs;
 mod packages;
+mod privacy;
 mod sandbox;
+mod secrets;
 mod sessions;
 mod supervisor;
 mod tools_list;
+mod transport;
 
 fn main() -> std::process::ExitCode {
     // What the servers of these tests learn of their images is kept under target/,
@@ -35,15 +41,21 @@ fn main() -> std::process::ExitCode {
             audit::tests,
             certificates::tests,
             e2e_clients::tests,
+            export_attacks::tests,
+            egress::tests,
             guard::tests,
+            http_clients::tests,
             mcp_server::tests,
             network::tests,
             outputs::tests,
             packages::tests,
+            privacy::tests,
             sandbox::tests,
+            secrets::tests,
             sessions::tests,
             supervisor::tests,
             tools_list::tests,
+            transport::tests,
         ],
     )
 }

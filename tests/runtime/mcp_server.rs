@@ -891,9 +891,12 @@ async fn cleanup_removes_what_a_killed_server_left_and_nothing_of_a_live_one() {
     let live = TestImage::new("cleanup-live", 1);
     let mut victim = spawn_binary(&killed.policy_path, &[]);
     let victim_pid = victim.id().unwrap();
+    // Under /dev/shm where it is a folder, else the temporary directory.
     let socket_folders = || -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(std::env::temp_dir())
-            .unwrap()
+        [std::path::PathBuf::from("/dev/shm"), std::env::temp_dir()]
+            .iter()
+            .filter_map(|base| std::fs::read_dir(base).ok())
+            .flatten()
             .flatten()
             .map(|entry| entry.path())
             .filter(|path| {

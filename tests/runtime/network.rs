@@ -14,7 +14,7 @@ crate::common::harness::tests! {
 }
 
 /// An HTTP server on the host's loopback, answering `hello <path>`.
-async fn test_server() -> u16 {
+pub(crate) async fn test_server() -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -42,14 +42,19 @@ async fn test_server() -> u16 {
 
 /// An HTTP server in a container on the engine's default bridge, removed when dropped;
 /// checked reachable from another container there before it is used.
-struct OtherNetworkServer {
+pub(crate) struct OtherNetworkServer {
     name: String,
-    address: String,
+    pub(crate) address: String,
 }
 
 impl OtherNetworkServer {
-    fn start() -> OtherNetworkServer {
-        let name = format!("code-sandbox-mcp-test-elsewhere-{}", std::process::id());
+    pub(crate) fn start() -> OtherNetworkServer {
+        OtherNetworkServer::named("elsewhere")
+    }
+
+    /// One of several, told apart by `which`.
+    pub(crate) fn named(which: &str) -> OtherNetworkServer {
+        let name = format!("code-sandbox-mcp-test-{which}-{}", std::process::id());
         let docker = |args: &[&str]| {
             let output = std::process::Command::new("docker")
                 .args(args)
@@ -234,7 +239,7 @@ async fn only_the_allowed_host_answers_and_every_refusal_is_listed() {
 /// of the test's own there. (`IPAM.Config` of `docker network inspect` names it only on
 /// some engines; Docker 20.10 leaves the gateway out.) Checked to be a private address,
 /// so the test never reaches outside this machine.
-fn default_bridge_gateway() -> String {
+pub(crate) fn default_bridge_gateway() -> String {
     let route = "import socket, struct\n\
                  for line in open('/proc/net/route').read().splitlines()[1:]:\n\
                  \x20   fields = line.split()\n\

@@ -17,6 +17,7 @@ crate::common::harness::tests! {
     multi_thread(2) a_kernel_refusal_is_in_the_result_and_the_audit_line needs common::DOCKER;
     multi_thread(2) only_the_main_thread_takes_the_next_call needs common::DOCKER;
     multi_thread(2) a_program_that_kills_itself_is_reported_as_killed needs common::DOCKER;
+    multi_thread(2) a_flood_of_refusals_is_counted_not_kept needs common::DOCKER;
 }
 
 /// Bytes that would have ended a run before the supervisor (an end line) or that look
@@ -158,4 +159,41 @@ async fn a_program_that_kills_itself_is_reported_as_killed() {
     assert_eq!(outcome.stdout, "before\n", "{outcome:?}");
     assert_eq!(outcome.exit_code, 137, "{outcome:?}");
     assert!(!outcome.oom_killed, "{outcome:?}");
+}
+
+/// Five thousand refused forks: each is refused, the first ones are findings, and the
+/// rest are counted in one more, so the result (and the server's memory) stays small.
+async fn a_flood_of_refusals_is_counted_not_kept() {
+    let sandbox = Sandbox::new(common::test_policy(|p| {
+        p.pool.size = 0;
+        for rule in &mut p.rules {
+            if rule.id == "process-exec" {
+                // The kernel floor stays on (os.system is denied); os.fork is left to it.
+                rule.python.references = vec!["os.system".into()];
+            }
+        }
+    }));
+    let code = "import os\nrefused = 0\nfor _ in range(5000):\n    try:\n        os.fork()\n    except OSError:\n        refused += 1\nprint(refused)\n";
+    let outcome = sandbox
+        .run(
+            common::request(Language::Python, code),
+            CancellationToken::new(),
+        )
+        .await
+        .expect("the run happens");
+    sandbox.shutdown().await;
+    assert_eq!(outcome.stdout, "5000\n", "{outcome:?}");
+    let limit = code_sandbox_mcp::sandbox::MAX_REPORTS;
+    assert_eq!(
+        outcome.blocked.len(),
+        limit + 1,
+        "{:?}",
+        outcome.blocked.last()
+    );
+    let last = outcome.blocked.last().unwrap();
+    assert!(
+        last.message.contains(&format!("{} more", 5000 - limit)),
+        "{last:?}"
+    );
+    assert_eq!(last.layer, Layer::Kernel);
 }

@@ -17,8 +17,9 @@
 
 use super::super::dynamic;
 use super::super::FactKind;
-use super::scope::ScopeId;
-use super::values::{strip_parens, Val};
+use super::model::ScopeId;
+use super::model::Val;
+use super::values::strip_parens;
 use super::Analyzer;
 use super::{Field, NodeExt};
 use tree_sitter::Node;

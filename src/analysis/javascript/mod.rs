@@ -21,6 +21,7 @@
 //! `function exec() {}` not to be mistaken for `child_process.exec`.
 
 mod dynamic;
+mod model;
 mod module_system;
 mod modules;
 mod paths;
@@ -40,7 +41,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use tree_sitter::{Node, Parser, Tree};
 
-pub use scope::{BindingId, ScopeId};
+pub use model::{BindingId, ScopeId};
 
 thread_local! {
     /// One parser per thread: building a parser and loading the grammar is far more
@@ -97,7 +98,7 @@ pub fn comments(source: &str) -> Vec<(usize, String)> {
 /// Analyses one JavaScript snippet (script, CommonJS or ES module) and tells which
 /// module system it needs. Code that cannot be read never runs; it is called CommonJS.
 pub fn analyze(source: &str) -> (Vec<Fact>, SourceKind) {
-    let index = LineIndex::new(source);
+    let index = LineIndex::for_language(source, super::Language::JavaScript);
     let Some(tree) = parse(source) else {
         let fact = Fact {
             kind: FactKind::Unparseable {
@@ -125,21 +126,21 @@ pub fn analyze(source: &str) -> (Vec<Fact>, SourceKind) {
 pub(crate) enum Cache {
     Todo,
     Busy,
-    Done(values::Vals),
+    Done(model::Vals),
 }
 
 /// Everything the two walks share: the source, the scope tree, the bindings, the facts.
 pub(crate) struct Analyzer<'a> {
     pub source: &'a str,
     pub index: &'a LineIndex<'a>,
-    pub scopes: Vec<scope::Scope>,
+    pub scopes: Vec<model::Scope>,
     /// For each name, the scopes that declare it and the binding each declaration is.
     pub declared: HashMap<Cow<'a, str>, Vec<(ScopeId, BindingId)>>,
-    pub bindings: Vec<scope::Binding<'a>>,
+    pub bindings: Vec<model::Binding<'a>>,
     pub cache: RefCell<Vec<Cache>>,
     pub facts: Vec<Fact>,
     /// Nodes for the emitting pass, listed by the scope walk.
-    pub visits: Vec<walk::Visit<'a>>,
+    pub visits: Vec<model::Visit<'a>>,
     /// The scopes `with (object)` statements open: the object and the scope it is in.
     pub with_objects: HashMap<ScopeId, (Node<'a>, ScopeId)>,
 }

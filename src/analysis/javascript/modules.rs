@@ -11,15 +11,10 @@
 
 use super::super::dynamic;
 use super::super::FactKind;
-use super::scope::ScopeId;
+use super::model::{normalize, ScopeId};
 use super::Analyzer;
 use super::{Field, NodeExt};
 use tree_sitter::Node;
-
-/// A module specifier as the policy names it: `node:fs` is `fs`.
-pub fn normalize(specifier: &str) -> &str {
-    specifier.strip_prefix("node:").unwrap_or(specifier)
-}
 
 impl<'a> Analyzer<'a> {
     /// `import … from 'm'`, `import 'm'`, `export * from 'm'`, `export {a} from 'm'`.

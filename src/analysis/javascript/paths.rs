@@ -6,7 +6,7 @@
 //! whether it is outside the allowed directories (relative paths are reported too).
 
 use super::super::FactKind;
-use super::scope::ScopeId;
+use super::model::ScopeId;
 use super::Analyzer;
 use tree_sitter::Node;
 

@@ -15,69 +15,21 @@
 //! scope, so that pass does not walk the whole tree a second time.
 
 use super::super::{Fact, FactKind};
-use super::values::{global_value, FnKind, Val, Vals};
+use super::model::{Binding, BindingId, FnKind, Origin, Scope, ScopeId, Source, Step, Val, Vals};
+use super::values::global_value;
 use super::Analyzer;
 use super::{Field, NodeExt};
 use std::borrow::Cow;
 use tree_sitter::Node;
 
-pub type ScopeId = u32;
-pub type BindingId = u32;
-
 /// Deepest syntax tree walked; deeper input is refused as unparseable.
 pub const MAX_TREE_DEPTH: usize = 1000;
-
-pub struct Scope {
-    pub parent: Option<ScopeId>,
-    /// Functions and the program: where `var` and function declarations land.
-    pub function_like: bool,
-    /// Non-arrow functions and methods: they have their own `arguments`. Anywhere
-    /// else `arguments` is the enclosing function's, and at the top level of a
-    /// CommonJS module the wrapper's (`exports, require, module, …`).
-    pub own_arguments: bool,
-}
-
-/// Where a binding's value comes from.
-#[derive(Clone)]
-pub enum Origin<'a> {
-    /// An expression, evaluated in the scope it appears in.
-    Expr(Node<'a>, ScopeId),
-    Value(Val),
-    /// A parameter, catch variable or anything else not known statically.
-    Unknown,
-    /// The global of that name (for implicit globals created by assignment).
-    Global(String),
-}
-
-/// One step of a destructuring path.
-#[derive(Clone, Debug)]
-pub enum Step<'a> {
-    Prop(String),
-    Index(usize),
-    /// Every element (`for (const x of xs)`).
-    Each,
-    /// `...rest` of an object: the same members.
-    Rest,
-    /// A computed key (`{[k]: v}`), evaluated in that scope when the value is needed.
-    Computed(Node<'a>, ScopeId),
-    Unknown,
-}
 
 /// The scope a pattern's expressions (defaults, computed keys) are evaluated in.
 fn scope_of(target: Target) -> ScopeId {
     match target {
         Target::Declare(s) | Target::Assign(s) => s,
     }
-}
-
-#[derive(Clone)]
-pub struct Source<'a> {
-    pub origin: Origin<'a>,
-    pub path: Vec<Step<'a>>,
-}
-
-pub struct Binding<'a> {
-    pub sources: Vec<Source<'a>>,
 }
 
 /// Whether a node opens a scope, and if so whether it is function-like.
@@ -160,7 +112,7 @@ pub fn collect<'a>(cx: &mut Analyzer<'a>, root: Node<'a>) -> Result<(), Fact> {
                 collector
                     .cx
                     .visits
-                    .push(super::walk::Visit { node, kind, scope });
+                    .push(super::model::Visit { node, kind, scope });
             }
         }
         if cursor.goto_first_child() {
@@ -409,7 +361,7 @@ impl<'a> Collector<'_, 'a> {
         let Some(source) = node.field(Field::Source) else {
             return;
         };
-        let module = super::modules::normalize(&self.cx.string_value(source)).to_string();
+        let module = super::model::normalize(&self.cx.string_value(source)).to_string();
         let mut cursor = node.walk();
         let clauses: Vec<Node<'a>> = node
             .named_children(&mut cursor)

@@ -8,8 +8,8 @@
 //! `String.fromCharCode`. Anything else folds to "unknown", which callers treat
 //! conservatively.
 
-use super::scope::ScopeId;
-use super::values::{number_to_string, Val, Vals};
+use super::model::ScopeId;
+use super::model::{number_to_string, Val, Vals};
 use super::Analyzer;
 use super::{Field, NodeExt};
 use std::borrow::Cow;

@@ -7,18 +7,10 @@
 //! dispatches to the concern modules: no second tree walk, no recursion.
 
 use super::super::FactKind;
-use super::scope::ScopeId;
-use super::values::Val;
+use super::model::{ScopeId, Val};
 use super::Analyzer;
 use super::{Field, NodeExt};
 use tree_sitter::Node;
-
-/// A node the emitting pass looks at, with the scope it is in.
-pub struct Visit<'a> {
-    pub node: Node<'a>,
-    pub kind: &'static str,
-    pub scope: ScopeId,
-}
 
 /// Whether the emitting pass needs a node: the kinds [`Analyzer::visit`] handles, and
 /// identifiers only where they read a name.

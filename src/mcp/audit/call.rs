@@ -4,6 +4,7 @@
 
 use super::log::{now_rfc3339, AuditEntry, AuditLog, Phase};
 use crate::digest::sha256_hex as sha256;
+use crate::mcp::principal::Principal;
 use crate::mcp::types::{RunResult, RunStatus};
 use crate::policy::{Action, Finding};
 use std::sync::Arc;
@@ -19,8 +20,9 @@ pub struct Pending {
 
 impl Pending {
     /// A call of `tool` (with `code`, in `language`, in `session`) under the policy
-    /// named `policy` whose effective form hashes to `policy_sha256`; `log` is `None`
-    /// when the policy keeps no log, and then nothing is written.
+    /// named `policy` whose effective form hashes to `policy_sha256`, made by
+    /// `principal` (HTTP; `None` over stdio); `log` is `None` when the policy keeps no
+    /// log, and then nothing is written.
     pub fn start(
         log: Option<Arc<AuditLog>>,
         tool: &str,
@@ -28,10 +30,13 @@ impl Pending {
         session: Option<&str>,
         code: Option<&str>,
         policy: (&str, &str),
+        principal: Option<&Principal>,
     ) -> Pending {
         Pending {
             entry: AuditEntry {
                 time: String::new(),
+                principal: principal.map(|p| p.name.to_string()),
+                auth: principal.map(|p| p.via.as_str().to_string()),
                 tool: tool.to_string(),
                 language: language.map(str::to_string),
                 session: session.map(str::to_string),

@@ -37,6 +37,14 @@ pub enum Phase {
 pub struct AuditEntry {
     /// When the call ended, RFC 3339 in UTC.
     pub time: String,
+    /// Who made the call over HTTP: the token file's name or the JWT's subject
+    /// (absent over stdio, where the one client is whoever started the server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    /// How that principal was proven: `token`, `oauth`, or `none` (a loopback server
+    /// without authentication).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<String>,
     pub tool: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
@@ -146,6 +154,8 @@ mod tests {
         let log = AuditLog::open(&path).unwrap();
         let entry = AuditEntry {
             time: now_rfc3339(),
+            principal: Some("alice".into()),
+            auth: Some("token".into()),
             tool: "check_code".into(),
             language: Some("python".into()),
             session: None,
@@ -173,6 +183,7 @@ mod tests {
             "d287bb7f9d15abdc5b6e98536263815744b6ef21c8f3c839fc434ca70d8efe99"
         );
         assert_eq!(line["phase"], "checked");
+        assert_eq!(line["principal"], "alice");
         assert!(AuditLog::open(&dir.path().join("no/such/dir/audit.jsonl")).is_err());
     }
 }

@@ -89,6 +89,28 @@ pub fn refused(syscall: &str, detail: &str, rule: Option<&Rule>) -> Finding {
     }
 }
 
+/// The finding that says how many more refusals and records there were than a result
+/// keeps.
+pub fn unreported(count: u64, rule: Option<&Rule>) -> Finding {
+    let message = format!(
+        "and {count} more refusals or records of the run-time layers, not listed one by one"
+    );
+    match rule {
+        Some(rule) => finding(rule, Layer::Kernel, message),
+        None => Finding {
+            rule: "supervisor".into(),
+            category: "integrity".into(),
+            action: Action::Deny,
+            message,
+            line: 0,
+            column: 0,
+            end_line: 0,
+            end_column: 0,
+            layer: Layer::Supervisor,
+        },
+    }
+}
+
 fn finding(rule: &Rule, layer: Layer, message: String) -> Finding {
     Finding {
         rule: rule.id.clone(),

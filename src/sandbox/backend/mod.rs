@@ -246,6 +246,22 @@ pub trait Backend: Send + Sync {
         purpose: EgressPurpose,
     ) -> Result<Box<dyn EgressListener>, SandboxError>;
 
+    /// Makes `pem` (certificates: nothing secret) readable in every box of the egress
+    /// route of `purpose` at [`super::layout::EGRESS_TRUST`], for boxes started from
+    /// now on. Called after [`Backend::open_egress`], before a box of it starts, when
+    /// the proxy ends TLS for the boxes (a policy with secrets).
+    async fn publish_egress_trust(
+        &self,
+        purpose: EgressPurpose,
+        pem: &str,
+    ) -> Result<(), SandboxError>;
+
+    /// The address ranges of the engine's own networks (its bridges, and the networks
+    /// made on it), which the egress proxy treats as this machine's surroundings:
+    /// refused unless `network.allow` names them by address. Empty when the engine
+    /// cannot say (or is not reached).
+    async fn engine_networks(&self) -> Vec<crate::policy::allowlist::IpRange>;
+
     /// The local image called `name`, if the engine has one.
     async fn local_image(&self, name: &str) -> Result<Option<LocalImage>, SandboxError>;
 

@@ -36,6 +36,11 @@ pub mod filter;
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
+pub mod io;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 pub mod landlock;
 #[cfg(all(
     target_os = "linux",

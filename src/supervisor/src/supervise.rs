@@ -18,6 +18,9 @@
 use crate::child::{self, Child, Spawn};
 use crate::files::{self, Caps, Stamp};
 use crate::filter::{CHANNEL, READY};
+use crate::io::{
+    close, memfd, nonblocking, poll, read, wait, watch, write_all, POLLERR, POLLHUP, POLLIN,
+};
 use crate::landlock;
 use crate::notify::{self, Notification};
 use crate::settings::Settings;
@@ -28,27 +31,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 const PR_SET_DUMPABLE: usize = 4;
-const O_NONBLOCK: usize = 0o4000;
-const F_GETFL: usize = 3;
-const F_SETFL: usize = 4;
-const FCNTL: u32 = if cfg!(target_arch = "x86_64") { 72 } else { 25 };
-const POLLIN: i16 = 1;
-const POLLHUP: i16 = 0x10;
-const POLLERR: i16 = 8;
 /// Output still arriving after the interpreter exited is read for this long (a child
 /// it started may hold the pipes).
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 /// The line the interpreter writes on its records pipe when a session call is done,
 /// where there is no call channel: `\x1edone <status>`.
 const DONE_RECORD: &[u8] = b"\x1edone ";
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct PollFd {
-    fd: i32,
-    events: i16,
-    revents: i16,
-}
 
 /// What the kernel here offers (`--probe`): one `key=value` line each.
 pub fn probe() -> String {
@@ -59,8 +47,10 @@ pub fn probe() -> String {
     )
 }
 
-/// Why the settings cannot be kept here, if they cannot.
-fn missing_layer(settings: &Settings, abi: Option<u32>) -> Option<String> {
+/// Why the settings cannot be kept here, if they cannot: `abi` is this kernel's
+/// Landlock ABI, `proc_mem_writable` whether a process here can open its own
+/// `/proc/self/mem` for writing without Landlock (gVisor's cannot).
+fn missing_layer(settings: &Settings, abi: Option<u32>, proc_mem_writable: bool) -> Option<String> {
     if abi.is_some() {
         return None;
     }
@@ -73,7 +63,7 @@ fn missing_layer(settings: &Settings, abi: Option<u32>) -> Option<String> {
                 .into(),
         );
     }
-    if settings.protect && child::writable(c"/proc/self/mem") {
+    if settings.protect && proc_mem_writable {
         return Some(
             "the policy's rules need the kernel to keep the filesystem closed (writes only to \
              the sandbox's folders, nothing under /proc), which it does with Landlock, and this \
@@ -97,7 +87,8 @@ pub fn run(settings: Settings) -> i32 {
         let _ = sys::call(sys::SETSID, &[]);
     }
     let abi = landlock::abi();
-    if let Some(reason) = missing_layer(&settings, abi) {
+    let proc_mem_writable = abi.is_none() && child::writable(c"/proc/self/mem");
+    if let Some(reason) = missing_layer(&settings, abi, proc_mem_writable) {
         return refuse_every_program(&reason);
     }
     let ruleset = match abi {
@@ -687,110 +678,29 @@ fn oom_kills() -> u64 {
     0
 }
 
-/// Waits for the child; how it ended.
-fn wait(pid: u32) -> Status {
-    let mut status = 0i32;
-    loop {
-        // SAFETY: the kernel writes one int.
-        match unsafe {
-            sys::call(
-                sys::WAIT4,
-                &[pid as usize, &mut status as *mut i32 as usize, 0, 0],
-            )
-        } {
-            Ok(_) => break,
-            Err(Errno::EINTR) => continue,
-            Err(_) => return Status::Signaled(9),
-        }
-    }
-    let signal = status & 0x7f;
-    if signal == 0 {
-        Status::Exited((status >> 8) & 0xff)
-    } else {
-        Status::Signaled(signal)
-    }
-}
-
-fn watch(fd: i32) -> PollFd {
-    PollFd {
-        fd,
-        events: POLLIN,
-        revents: 0,
-    }
-}
-
-fn poll(fds: &mut [PollFd], timeout: Option<Duration>) -> Result<usize, Errno> {
-    let spec = timeout.map(|t| [t.as_secs() as i64, i64::from(t.subsec_nanos())]);
-    let spec_ptr = spec.as_ref().map_or(0, |s| s.as_ptr() as usize);
-    // SAFETY: the kernel reads and writes `fds` (its length given) and reads `spec`.
-    unsafe {
-        sys::call(
-            sys::PPOLL,
-            &[fds.as_mut_ptr() as usize, fds.len(), spec_ptr, 0, 0],
-        )
-    }
-}
-
-fn read(fd: i32, buffer: &mut [u8]) -> Result<usize, Errno> {
-    // SAFETY: the kernel writes at most `buffer.len()` bytes into it.
-    unsafe {
-        sys::call(
-            sys::READ,
-            &[fd as usize, buffer.as_mut_ptr() as usize, buffer.len()],
-        )
-    }
-}
-
-fn write_all(fd: i32, mut bytes: &[u8]) -> Result<(), Errno> {
-    while !bytes.is_empty() {
-        // SAFETY: the kernel reads `bytes`.
-        match unsafe {
-            sys::call(
-                sys::WRITE,
-                &[fd as usize, bytes.as_ptr() as usize, bytes.len()],
-            )
-        } {
-            Ok(n) => bytes = &bytes[n..],
-            Err(Errno::EINTR) => {}
-            Err(errno) => return Err(errno),
-        }
-    }
-    Ok(())
-}
-
-fn close(fd: i32) {
-    // SAFETY: closing an fd of ours.
-    let _ = unsafe { sys::call(sys::CLOSE, &[fd as usize]) };
-}
-
-fn nonblocking(fd: i32) {
-    // SAFETY: fcntl on an fd of ours.
-    unsafe {
-        if let Ok(flags) = sys::call(FCNTL, &[fd as usize, F_GETFL]) {
-            let _ = sys::call(FCNTL, &[fd as usize, F_SETFL, flags | O_NONBLOCK]);
-        }
-    }
-}
-
-/// A memfd holding `bytes`, read from its start.
-fn memfd(bytes: &[u8]) -> Result<i32, Errno> {
-    const MFD_CLOEXEC: usize = 1;
-    let name = c"code-sandbox-call";
-    // SAFETY: a NUL-terminated name.
-    let fd =
-        unsafe { sys::call(sys::MEMFD_CREATE, &[name.as_ptr() as usize, MFD_CLOEXEC]) }? as i32;
-    if let Err(errno) = write_all(fd, bytes) {
-        close(fd);
-        return Err(errno);
-    }
-    // SAFETY: lseek on our own fd.
-    unsafe { sys::call(sys::LSEEK, &[fd as usize, 0, 0]) }?;
-    Ok(fd)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_without_landlock_refuses_what_needs_it_and_only_that() {
+        let settings = |protect: bool, read: bool| Settings {
+            protect,
+            readable: read.then(|| vec!["/usr".to_string()]),
+            ..Settings::default()
+        };
+        // With Landlock, everything can be kept.
+        assert_eq!(missing_layer(&settings(true, true), Some(1), true), None);
+        // Without it: the filesystem promise, where /proc/self/mem is writable.
+        let refused = missing_layer(&settings(true, false), None, true).unwrap();
+        assert!(refused.contains("no Landlock"), "{refused}");
+        // gVisor keeps /proc closed itself: the promise holds there.
+        assert_eq!(missing_layer(&settings(true, false), None, false), None);
+        // A read limit needs Landlock everywhere.
+        assert!(missing_layer(&settings(false, true), None, false).is_some());
+        // Nothing asked, nothing missing.
+        assert_eq!(missing_layer(&settings(false, false), None, true), None);
+    }
 
     #[test]
     fn the_bootstraps_message_is_a_json_line_then_the_code() {

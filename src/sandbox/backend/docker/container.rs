@@ -27,7 +27,9 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The create request for the container of `spec`, whose assets come from the volume
-/// `assets` and, under an egress route, whose proxy socket is `egress` on this host.
+/// `assets` and, under an egress route, whose proxy socket is `egress` on this host (in
+/// a folder of its own, which is what is mounted, with the certificates the box trusts
+/// when the proxy ends TLS for it).
 pub fn create_body(
     spec: &BoxSpec,
     instance: &Instance,
@@ -74,12 +76,22 @@ pub fn create_body(
                     read_only: Some(!packages.writable),
                     ..Default::default()
                 }))
-                .chain(egress.map(|socket| Mount {
-                    target: Some(layout::EGRESS_SOCKET.to_string()),
-                    source: Some(socket.to_string_lossy().into_owned()),
-                    typ: Some(MountType::BIND),
-                    read_only: Some(false),
-                    ..Default::default()
+                // The socket's folder, read-only (a connection needs no write to the
+                // mount): the box can neither add to it nor replace the socket.
+                .chain(egress.map(|socket| {
+                    Mount {
+                        target: Some(layout::EGRESS_FOLDER.to_string()),
+                        source: Some(
+                            socket
+                                .parent()
+                                .unwrap_or(socket)
+                                .to_string_lossy()
+                                .into_owned(),
+                        ),
+                        typ: Some(MountType::BIND),
+                        read_only: Some(true),
+                        ..Default::default()
+                    }
                 }))
                 .collect(),
         ),
@@ -548,15 +560,16 @@ mod tests {
             &spec,
             &Instance::for_tests("abc"),
             "x",
-            Some(Path::new("/tmp/e/egress.sock")),
+            Some(Path::new("/dev/shm/e/socket/egress.sock")),
         );
         let host = body.host_config.as_ref().unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         let mounts = host.mounts.as_ref().unwrap();
         assert!(mounts
             .iter()
-            .any(|m| m.target.as_deref() == Some(layout::EGRESS_SOCKET)
-                && m.source.as_deref() == Some("/tmp/e/egress.sock")));
+            .any(|m| m.target.as_deref() == Some(layout::EGRESS_FOLDER)
+                && m.source.as_deref() == Some("/dev/shm/e/socket")
+                && m.read_only == Some(true)));
         assert!(mounts
             .iter()
             .any(|m| m.target.as_deref() == Some(layout::PACKAGES) && m.read_only == Some(false)));

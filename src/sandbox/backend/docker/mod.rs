@@ -241,6 +241,32 @@ impl Backend for DockerBackend {
         Ok(Box::new(listener))
     }
 
+    async fn publish_egress_trust(
+        &self,
+        purpose: EgressPurpose,
+        pem: &str,
+    ) -> Result<(), SandboxError> {
+        let socket = lock(&self.egress_sockets)
+            .get(&purpose)
+            .cloned()
+            .ok_or_else(|| {
+                SandboxError::Engine(format!(
+                    "the {} egress route was not opened before its certificates were published",
+                    purpose.name()
+                ))
+            })?;
+        // Beside the socket, in the folder boxes of the route mount: no mount of its own.
+        egress::publish_trust(&socket, pem)?;
+        Ok(())
+    }
+
+    async fn engine_networks(&self) -> Vec<crate::policy::allowlist::IpRange> {
+        match self.docker().await {
+            Ok(docker) => egress::networks(&docker).await,
+            Err(_) => Vec::new(),
+        }
+    }
+
     async fn local_image(&self, name: &str) -> Result<Option<LocalImage>, SandboxError> {
         let docker = self.docker().await?;
         build::local_image(&docker, name).await
