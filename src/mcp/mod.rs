@@ -261,7 +261,7 @@ impl ServerHandler for CodeSandboxServer {
     /// interpreter and packages), so that a model knows before it writes `import numpy`
     /// whether numpy is there. Answered at once: only what is known without a
     /// container (probed by this server, or kept on disk for the image's id) is named,
-    /// within [`LIST_BUDGET`]; otherwise the policy's images, and the tool list is
+    /// within `LIST_BUDGET`; otherwise the policy's images, and the tool list is
     /// announced as changed once the warm-up has probed them.
     async fn list_tools(
         &self,
