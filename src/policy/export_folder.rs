@@ -13,7 +13,7 @@
 
 use super::error::{error, PolicyError};
 use super::schema::Policy;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// Checks the export folder and the `rw` mounts of `policy`, loaded from `text` (the
 /// file `label`, in the folder `project`), against the files they must never reach.
@@ -23,12 +23,20 @@ pub fn check(
     project: Option<&Path>,
     policy: &Policy,
 ) -> Result<(), PolicyError> {
-    let audit = policy.audit.as_ref().map(|audit| real_path(&audit.file));
+    let audit = policy
+        .audit
+        .as_ref()
+        .map(|audit| crate::policy::host_paths::real_path(&audit.file));
     let rw_mounts: Vec<(&str, PathBuf)> = policy
         .mounts
         .iter()
         .filter(|mount| mount.rw)
-        .map(|mount| (mount.source.as_str(), real_path(&mount.host)))
+        .map(|mount| {
+            (
+                mount.source.as_str(),
+                crate::policy::host_paths::real_path(&mount.host),
+            )
+        })
         .collect();
     for (source, host) in &rw_mounts {
         let at = super::host_paths::line_of(text, "source:", source);
@@ -53,7 +61,7 @@ pub fn check(
     let Some(export) = &policy.outputs.export else {
         return Ok(());
     };
-    let folder = real_path(&export.dir);
+    let folder = crate::policy::host_paths::real_path(&export.dir);
     let at = export_path_line(text, &export.path);
     let fail = |why: String| {
         Err(error(
@@ -63,7 +71,7 @@ pub fn check(
         ))
     };
     if let Some(project) = project {
-        if same(&folder, &real_path(project)) {
+        if same(&folder, &crate::policy::host_paths::real_path(project)) {
             return fail(
                 "is the project's own folder, where the policy and the files other tools \
                  read are: export into a folder of its own (`sandbox-output`, say)"
@@ -107,41 +115,6 @@ fn export_path_line(text: &str, value: &str) -> Option<usize> {
         .map(|offset| export + offset + 1)
 }
 
-/// `path` as the filesystem resolves it: what exists of it through its links, the rest
-/// appended with `.` and `..` folded.
-pub fn real_path(path: &Path) -> PathBuf {
-    let absolute = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir().unwrap_or_default().join(path)
-    };
-    let mut existing = absolute.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
-            let mut out = real;
-            for part in rest.iter().rev() {
-                match part {
-                    Component::ParentDir => {
-                        out.pop();
-                    }
-                    Component::CurDir => {}
-                    other => out.push(other),
-                }
-            }
-            return out;
-        }
-        match (existing.parent(), existing.components().next_back()) {
-            (Some(parent), Some(last)) => {
-                rest.push(last);
-                existing = parent;
-            }
-            // Nothing of it exists, not even its root: as written.
-            _ => return absolute,
-        }
-    }
-}
-
 /// Whether `path` is `folder` or under it (both real).
 fn inside(path: &Path, folder: &Path) -> bool {
     let (path, folder) = (comparable(path), comparable(folder));
@@ -165,7 +138,7 @@ fn comparable(path: &Path) -> String {
 /// A file named as the user knows it: relative to the project when inside it.
 fn shown(file: &Path, project: Option<&Path>) -> String {
     project
-        .map(real_path)
+        .map(crate::policy::host_paths::real_path)
         .and_then(|project| file.strip_prefix(project).ok().map(Path::to_path_buf))
         .unwrap_or_else(|| {
             file.file_name()
@@ -189,15 +162,15 @@ mod tests {
         std::os::unix::fs::symlink(root.path().join("a"), root.path().join("link")).unwrap();
         #[cfg(unix)]
         assert_eq!(
-            real_path(&root.path().join("link/new/deeper")),
+            crate::policy::host_paths::real_path(&root.path().join("link/new/deeper")),
             real_root.join("a/new/deeper")
         );
         assert_eq!(
-            real_path(&root.path().join("a/../b/./c")),
+            crate::policy::host_paths::real_path(&root.path().join("a/../b/./c")),
             real_root.join("b/c")
         );
         assert_eq!(
-            real_path(Path::new("/no-such-root-here/x")),
+            crate::policy::host_paths::real_path(Path::new("/no-such-root-here/x")),
             PathBuf::from("/no-such-root-here/x")
         );
     }

@@ -45,7 +45,7 @@ pub fn export(
         path: export.path,
         // Pinned now: the exporter walks this path without following a link, so a link
         // that appears on it later is refused rather than followed.
-        dir: super::export_folder::real_path(&resolved),
+        dir: real_path(&resolved),
         overwrite: export.overwrite.unwrap_or(false),
         allow,
     })
@@ -248,6 +248,41 @@ pub(super) fn line_of(text: &str, key: &str, value: &str) -> Option<usize> {
     text.lines()
         .position(|line| line.contains(key) && line.contains(value))
         .map(|index| index + 1)
+}
+
+/// `path` as the filesystem resolves it: what exists of it through its links, the rest
+/// appended with `.` and `..` folded.
+pub fn real_path(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                match part {
+                    Component::ParentDir => {
+                        out.pop();
+                    }
+                    Component::CurDir => {}
+                    other => out.push(other),
+                }
+            }
+            return out;
+        }
+        match (existing.parent(), existing.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                rest.push(last);
+                existing = parent;
+            }
+            // Nothing of it exists, not even its root: as written.
+            _ => return absolute,
+        }
+    }
 }
 
 #[cfg(test)]

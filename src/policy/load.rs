@@ -176,7 +176,7 @@ fn resolve(source: &PolicySource, chain: &mut Vec<PolicySource>) -> Result<Polic
     match merge(&label, &text, dir.as_deref(), base, file, &faulty_lines) {
         Ok(mut policy) if errors.is_empty() => {
             if let PolicySource::File(path) = source {
-                policy.files.push(super::export_folder::real_path(path));
+                policy.files.push(super::host_paths::real_path(path));
             }
             super::export_folder::check(&label, &text, dir.as_deref(), &policy)?;
             Ok(policy)

@@ -15,12 +15,14 @@ mod egress;
 mod export_attacks;
 mod guard;
 mod http_clients;
+mod mcp_binary;
 mod mcp_server;
 mod network;
 mod outputs;
 mod packages;
 mod privacy;
 mod sandbox;
+mod sandbox_lifecycle;
 mod secrets;
 mod sessions;
 mod supervisor;
@@ -45,12 +47,14 @@ fn main() -> std::process::ExitCode {
             egress::tests,
             guard::tests,
             http_clients::tests,
+            mcp_binary::tests,
             mcp_server::tests,
             network::tests,
             outputs::tests,
             packages::tests,
             privacy::tests,
             sandbox::tests,
+            sandbox_lifecycle::tests,
             secrets::tests,
             sessions::tests,
             supervisor::tests,

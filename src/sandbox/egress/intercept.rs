@@ -10,10 +10,9 @@
 
 use super::authority::Authority;
 use super::incoming::Incoming;
-use super::proxy::vet_in_tunnel;
 use super::relay::{relay, respond, Recorder, Refused, HEAD_TIMEOUT};
 use super::secrets::Secrets;
-use super::tunnel::server_name_fits;
+use super::tunnel::{server_name_fits, vet_request};
 use super::upstream_tls;
 use crate::policy::allowlist::Host;
 use crate::sandbox::backend::EgressStream;
@@ -171,7 +170,7 @@ pub async fn serve(
         false,
         recorder,
         |head| {
-            let head = vet_in_tunnel(head, host, port, true)?;
+            let head = vet_request(head, host, port, true)?;
             secrets.swap(head, host, port, true, recorder)
         },
     )

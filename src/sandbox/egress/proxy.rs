@@ -334,7 +334,7 @@ async fn tunnel_through(
                 false,
                 recorder,
                 |head| {
-                    let head = vet_in_tunnel(head, &host, port, false)?;
+                    let head = tunnel::vet_request(head, &host, port, false)?;
                     no_placeholders(proxy, head, &host, port, recorder)
                 },
             )
@@ -357,25 +357,6 @@ fn names_the_proxy(head: &Head) -> bool {
         Ok((Host::Name(name), Some(port))) => name == "localhost" && port == relay,
         _ => false,
     }
-}
-
-/// A request inside a tunnel: origin-form, for the tunnel's host and port.
-pub fn vet_in_tunnel(head: Head, host: &Host, port: u16, tls: bool) -> Result<Head, Refused> {
-    if head.is_connect() {
-        return Err(Refused::forbidden("a CONNECT inside a tunnel"));
-    }
-    match head.target() {
-        Ok(Target::Origin) => {}
-        _ => {
-            return Err(Refused::bad(format!(
-                "inside a tunnel a request names its path alone (`{} /path`), not `{}`",
-                head.method, head.target
-            )))
-        }
-    }
-    head.check_host(host, port, if tls { 443 } else { 80 })
-        .map_err(Refused::forbidden)?;
-    Ok(head)
 }
 
 /// Where the proxy sends a request to a host no secret lists, over no TLS of its own:

@@ -9,7 +9,9 @@
 //!   host's port 80 cannot carry a request for another site behind the same address;
 //! - anything else is refused: the tunnel is closed before a byte reaches the upstream.
 
+use super::head::{Head, Target};
 use super::incoming::Incoming;
+use super::relay::Refused;
 use crate::policy::allowlist::Host;
 use tokio::io::AsyncRead;
 
@@ -114,6 +116,25 @@ pub fn server_name_fits(server_name: Option<&str>, host: &Host) -> Result<(), St
             "the TLS in a tunnel to the address {ip} asked for the server `{asked}`"
         )),
     }
+}
+
+/// A request inside a tunnel: origin-form, for the tunnel's host and port.
+pub fn vet_request(head: Head, host: &Host, port: u16, tls: bool) -> Result<Head, Refused> {
+    if head.is_connect() {
+        return Err(Refused::forbidden("a CONNECT inside a tunnel"));
+    }
+    match head.target() {
+        Ok(Target::Origin) => {}
+        _ => {
+            return Err(Refused::bad(format!(
+                "inside a tunnel a request names its path alone (`{} /path`), not `{}`",
+                head.method, head.target
+            )))
+        }
+    }
+    head.check_host(host, port, if tls { 443 } else { 80 })
+        .map_err(Refused::forbidden)?;
+    Ok(head)
 }
 
 #[cfg(test)]
