@@ -268,7 +268,12 @@ async fn cleanup_removes_what_a_killed_server_left_and_nothing_of_a_live_one() {
     );
     // SIGKILL: no chance to remove anything.
     victim.kill().await.unwrap();
-    assert_eq!(killed.containers().len(), left.len());
+    // Nothing was removed (the pool may have been making one more at that moment).
+    let after = killed.containers();
+    assert!(
+        left.iter().all(|id| after.contains(id)),
+        "{left:?} / {after:?}"
+    );
 
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_code-sandbox-mcp"))
         .args(["cleanup", "--policy"])
