@@ -27,6 +27,8 @@ pub fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
         p.parse::<u16>()
             .ok()
             .filter(|p| *p > 0)
+            // Digits only: `+80` parses as a number but is no port in a URL.
+            .filter(|_| p.chars().all(|c| c.is_ascii_digit()))
             .ok_or_else(|| format!("`{p}` is not a port"))
     };
     if let Some(rest) = text.strip_prefix('[') {

@@ -6,15 +6,20 @@
 //! here, in the description the client shows the model with each tool.
 
 use crate::analysis::Language;
-use crate::policy::{Action, Matcher, NetworkMode, Policy, Rule};
+use crate::policy::{Action, NetworkMode, Policy, Rule};
 use crate::sandbox::environment::Environment;
 use rmcp::model::ToolAnnotations;
 
 /// How many names of a rule's matcher a description lists before "…".
-const EXAMPLES_PER_RULE: usize = 10;
+const EXAMPLES_PER_RULE: usize = 4;
 
 /// The description of `run_python_code` / `run_javascript_code` under `policy`; with
 /// the image's `environment` once it is known (its packages, named).
+///
+/// A few lines, because every agent carries them on every turn: what the tool does,
+/// the limits, what comes back, the image and its packages, the rules by name with a
+/// few examples each. The resources `sandbox://policy` and `sandbox://environments`
+/// carry the rest (every rule's full list, every package).
 pub fn run_tool_description(
     policy: &Policy,
     language: Language,
@@ -23,32 +28,34 @@ pub fn run_tool_description(
 ) -> String {
     let (display, how_to_print) = (language.spec().display, language.spec().print_hint);
     let mut text = format!(
-        "Run a {display} program in a fresh, locked-down container and get back its exit code, \
-         stdout and stderr. Show results with {how_to_print}; nothing is kept between calls \
-         unless they name a session (below).\n\
-         \n\
-         The code is checked against the sandbox policy before it runs. If the policy denies \
-         something, nothing runs and the error lists each finding with its rule, line, column \
-         and message: rewrite the code without it and call again. Findings of rules that only \
-         warn come back with a normal result.\n\n"
+        "Run a {display} program in a fresh, locked-down container; returns exit code, stdout \
+         and stderr (show results with {how_to_print}). Checked first against the sandbox \
+         policy `{}`: denied code does not run, and its findings (rule, line) say what to \
+         rewrite.\n",
+        policy.name
     );
+    text.push_str(&limits_in_words(policy, language, environment));
     text.push_str(&sessions_in_words(policy));
-    text.push_str(&limits_in_words(policy, language, env_names, environment));
+    if !env_names.is_empty() {
+        text.push_str(&format!(
+            "- Environment variables set: {}.\n",
+            env_names.join(", ")
+        ));
+    }
     text.push_str(&rules_in_words(policy, language));
+    text.push_str("Every rule and limit: resource sandbox://policy.");
     text
 }
 
-/// The sentence a model needs to use sessions well, or to know there are none.
+/// The line a model needs to use sessions well, or to know there are none.
 fn sessions_in_words(policy: &Policy) -> String {
     let sessions = &policy.sessions;
     if !sessions.allowed {
-        return "Sessions are off under this policy: every call starts empty.\n\n".to_string();
+        return "- Sessions are off: every call starts empty.\n".to_string();
     }
     format!(
-        "To keep state between calls (load data once, then explore it), pass the same \
-         `session` name on each call: variables, functions, imports and files stay, and each \
-         call only needs its new lines. Up to {} sessions at once; one ends after {} without a \
-         call, {} after it started, when a call times out or exits, or with end_session.\n\n",
+        "- State: calls share nothing unless they pass the same `session` name (up to {}; \
+         one ends after {} idle, {} in all, or with end_session).\n",
         sessions.max, sessions.idle_timeout, sessions.max_lifetime
     )
 }
@@ -56,9 +63,8 @@ fn sessions_in_words(policy: &Policy) -> String {
 /// The description of `end_session`.
 pub fn end_session_description(policy: &Policy) -> String {
     format!(
-        "End a session started by passing `session` to run_python_code or \
-         run_javascript_code: its interpreter and container are removed, and the name can \
-         start a new, empty session. Sessions also end on their own after {} idle.",
+        "End a session (the `session` of the run tools): its interpreter and container are \
+         removed; the name can start a new one. Sessions also end after {} idle.",
         policy.sessions.idle_timeout
     )
 }
@@ -76,8 +82,8 @@ pub fn end_session_annotations() -> ToolAnnotations {
 pub fn check_tool_description(policy: &Policy) -> String {
     let mut text = format!(
         "Check a Python or JavaScript snippet against the sandbox policy `{}` without running \
-         it. Returns whether run_python_code / run_javascript_code would run it (`allowed`) and \
-         every finding: rule, action (deny or warn), line, column and message. Read-only.\n",
+         it: whether the run tools would run it (`allowed`), and every finding (rule, action, \
+         line, message).\n",
         policy.name
     );
     let denied: Vec<&str> = policy
@@ -129,67 +135,65 @@ pub fn check_tool_annotations() -> ToolAnnotations {
 fn limits_in_words(
     policy: &Policy,
     language: Language,
-    env_names: &[String],
     environment: Option<&Environment>,
 ) -> String {
     let limits = &policy.limits;
     let network = match &policy.network {
-        NetworkMode::None => "none: there is no network at all, so HTTP requests, sockets, \
-             DNS lookups and package downloads fail"
-            .to_string(),
-        NetworkMode::Bridge => "bridge: outbound connections are possible".to_string(),
+        NetworkMode::None => "none (no HTTP, sockets or DNS)".to_string(),
+        NetworkMode::Bridge => "the engine's network: outbound connections work".to_string(),
         NetworkMode::Allow(_) => {
             let hosts = policy.allowed_hosts().unwrap_or_default();
             let hosts: Vec<&str> = hosts.iter().map(|h| h.written.as_str()).collect();
             format!(
-                "only {} (ports 443 and 80 unless one is named), through the sandbox's HTTP \
-                 proxy, which HTTP_PROXY and HTTPS_PROXY name: clients that honour them \
-                 (Python's requests, urllib and httpx, pip, curl) reach those hosts. DNS does \
-                 not resolve in the sandbox, other hosts and direct connections fail, and each \
-                 refused attempt is listed in the result",
+                "only {}, through the proxy HTTP_PROXY/HTTPS_PROXY name (requests, urllib, \
+                 httpx, pip and fetch-with-agent honour it); no DNS, other hosts fail and are \
+                 listed in the result",
                 hosts.join(", ")
             )
         }
     };
-    let mut text = format!(
-        "Sandbox policy `{name}`:\n\
+    let image = match environment {
+        Some(environment) => environment.in_words(),
+        None => format!(
+            "Image {} (its packages: resource sandbox://environments).",
+            policy.images.for_language(language).join(" or ")
+        ),
+    };
+    format!(
+        "- Limits: {timeout} per run (`timeout` can only lower it), {memory} memory, {cpus} \
+         CPU, {pids} processes, {output} output, {code} code.\n\
          - Network: {network}.\n\
-         - Time: {timeout} wall clock per run; the optional `timeout` argument (seconds) can \
-           only lower it. A run past it is killed (timed_out: true).\n\
-         - Memory: {memory}, no swap; going over kills the run (oom_killed: true). CPU: {cpus} \
-           core(s). At most {pids} processes and threads.\n\
-         - Files: only /sandbox (the working directory) and /tmp are writable, {tmpfs} each; \
-           the rest of the filesystem is read-only{mounts}.{outputs}\n\
-         - Output: the first {output} of stdout plus stderr is kept, the rest is cut \
-           (truncated: true). Code: at most {code}.\n\
-         - {image}\n",
-        name = policy.name,
-        mounts = mounts_in_words(policy),
-        outputs = outputs_in_words(policy, language),
+         - Files: /sandbox (the working directory) and /tmp are writable, {tmpfs} \
+         each{mounts}.{outputs}\n\
+         - {image} {packages}\n{secrets}",
         timeout = limits.timeout,
         memory = limits.memory,
         cpus = limits.cpus,
         pids = limits.pids,
-        tmpfs = limits.tmpfs,
         output = limits.output,
         code = limits.code,
-        image = match environment {
-            Some(environment) => environment.in_words(),
-            None => format!(
-                "Image: {}; only the packages it contains are available, and nothing can be \
-                 installed at run time.",
-                policy.images.for_language(language).join(" or ")
-            ),
-        },
-    );
-    if !env_names.is_empty() {
-        text.push_str(&format!(
-            "- Environment variables set for the code: {}.\n",
-            env_names.join(", ")
-        ));
+        tmpfs = limits.tmpfs,
+        mounts = mounts_in_words(policy),
+        outputs = outputs_in_words(policy, language),
+        packages = packages_in_words(policy, language),
+        secrets = secrets_in_words(policy),
+    )
+}
+
+/// Whether anything can be installed, and what: true under every policy. Code cannot
+/// install anything itself (no process can start, the root filesystem is read-only);
+/// a policy may list packages the `packages` argument installs before the run.
+fn packages_in_words(policy: &Policy, language: Language) -> String {
+    let (packages, _) = policy.packages.for_language(language);
+    if packages.is_empty() {
+        "Code cannot install packages (no pip or npm at run time).".to_string()
+    } else {
+        format!(
+            "Code cannot install packages itself; the `packages` argument installs any of these \
+             before the run (once, then kept): {}.",
+            packages.join(", ")
+        )
     }
-    text.push_str(&secrets_in_words(policy));
-    text
 }
 
 /// The secrets by name (never a value), where each may go, and how they work.
@@ -218,7 +222,7 @@ fn secrets_in_words(policy: &Policy) -> String {
 /// The host folders the sandbox sees, or that it sees none.
 fn mounts_in_words(policy: &Policy) -> String {
     if policy.mounts.is_empty() {
-        return " and the host's files are not there".to_string();
+        return String::new();
     }
     let mounts: Vec<String> = policy
         .mounts
@@ -234,134 +238,91 @@ fn mounts_in_words(policy: &Policy) -> String {
     format!("; the project's files are at {}", mounts.join(", "))
 }
 
-/// What comes back besides the output, and how to get it.
+/// What comes back besides the output.
 fn outputs_in_words(policy: &Policy, language: Language) -> String {
     let outputs = &policy.outputs;
-    let mut parts = Vec::new();
-    if outputs.files {
-        parts.push(format!(
-            " Files the program writes under /sandbox come back with the result (up to {} \
-             files, {} each, {} in all; images as images, small text inline).",
-            outputs.max_files, outputs.max_file_size, outputs.max_total_size
-        ));
-    }
-    if outputs.figures && language == Language::Python {
-        parts.push(
-            " matplotlib figures (plt.show(), or left open at the end) come back as PNG \
-             images: no need to save them."
-                .to_string(),
-        );
-    }
-    let (packages, _) = policy.packages.for_language(language);
-    if !packages.is_empty() {
-        parts.push(format!(
-            " Packages this policy installs on request (the `packages` argument, by name; \
-             installed once, then kept): {}.",
-            packages.join(", ")
-        ));
-    }
+    let figures = outputs.figures && language == Language::Python;
+    let mut text = match (outputs.files, figures) {
+        (true, true) => " Files written in /sandbox and matplotlib figures (no need to save \
+                         them) come back with the result."
+            .to_string(),
+        (true, false) => " Files written in /sandbox come back with the result.".to_string(),
+        (false, true) => " matplotlib figures come back with the result.".to_string(),
+        (false, false) => String::new(),
+    };
     if let Some(export) = &outputs.export {
-        parts.push(format!(
-            " Returned files are also saved in the project's {} folder.",
+        text.push_str(&format!(
+            " They are also saved in the project's {}.",
             export.path
         ));
     }
-    parts.concat()
+    text
 }
 
+/// The rules that deny or ask, by id with a few examples each; those that only warn,
+/// by id.
 fn rules_in_words(policy: &Policy, language: Language) -> String {
     let mut text = String::new();
     for (action, heading) in [
-        (Action::Deny, "Refused (nothing runs):"),
+        (Action::Deny, "Refused"),
         (
             Action::Ask,
-            "Run only after the user approves that exact code, asked each time (without a \
-             yes, nothing runs):",
-        ),
-        (
-            Action::Warn,
-            "Reported but allowed (the code runs, a warning comes back):",
+            "Run only after the user approves the exact code",
         ),
     ] {
-        let lines: Vec<String> = policy
+        let rules: Vec<String> = policy
             .rules
             .iter()
             .filter(|rule| rule.action == action)
             .filter_map(|rule| rule_in_words(rule, language))
             .collect();
-        if !lines.is_empty() {
-            text.push_str(heading);
-            text.push('\n');
-            for line in lines {
-                text.push_str(&line);
-                text.push('\n');
-            }
+        if !rules.is_empty() {
+            text.push_str(&format!("{heading}: {}.\n", rules.join("; ")));
         }
     }
+    let warned: Vec<&str> = policy
+        .rules
+        .iter()
+        .filter(|rule| rule.action == Action::Warn)
+        .filter(|rule| rule_in_words(rule, language).is_some())
+        .map(|rule| rule.id.as_str())
+        .collect();
+    if !warned.is_empty() {
+        text.push_str(&format!("Runs, with a warning: {}.\n", warned.join(", ")));
+    }
     text
 }
 
-/// One rule as a bullet: its message, then what it matches in this language.
-/// `None` when the rule matches nothing in this language.
+/// One rule as `id (examples)`; `None` when it matches nothing in this language.
 fn rule_in_words(rule: &Rule, language: Language) -> Option<String> {
-    let own = rule.matcher(language);
-    let mut parts = Vec::new();
-    for matcher in [&rule.any_language, own] {
-        parts.extend(matcher_in_words(matcher));
+    let mut names = Vec::new();
+    let mut other = Vec::new();
+    for matcher in [&rule.any_language, rule.matcher(language)] {
+        names.extend(matcher.modules.iter().cloned());
+        names.extend(matcher.references.iter().cloned());
+        if !matcher.dynamic.is_empty() {
+            other.push("computed imports or attributes".to_string());
+        }
+        if matcher.paths_outside.is_some() {
+            other.push("absolute paths outside the sandbox".to_string());
+        }
+        if matcher.unparseable {
+            other.push("syntax errors".to_string());
+        }
+        if matcher.hosts_outside_allowlist {
+            other.push("URLs to hosts not allowed".to_string());
+        }
     }
-    if parts.is_empty() {
+    if names.is_empty() && other.is_empty() {
         return None;
     }
-    Some(format!(
-        "- {} [{}]: {}.",
-        rule.message,
-        rule.id,
-        parts.join("; ")
-    ))
-}
-
-fn matcher_in_words(matcher: &Matcher) -> Vec<String> {
-    let mut parts = Vec::new();
-    if matcher.hosts_outside_allowlist {
-        parts.push("under a network allowlist, URLs to hosts it does not list".to_string());
+    let more = names.len() > EXAMPLES_PER_RULE;
+    let mut shown: Vec<String> = names.into_iter().take(EXAMPLES_PER_RULE).collect();
+    if more {
+        shown.push("…".to_string());
     }
-    if !matcher.modules.is_empty() {
-        parts.push(format!("importing {}", examples(&matcher.modules)));
-    }
-    if !matcher.references.is_empty() {
-        parts.push(format!("using {}", examples(&matcher.references)));
-    }
-    if !matcher.dynamic.is_empty() {
-        let kinds: Vec<String> = matcher.dynamic.iter().map(|k| k.0.clone()).collect();
-        parts.push(format!(
-            "dynamic access the checker cannot follow ({}), such as __import__/require or \
-             getattr with a computed name",
-            kinds.join(", ")
-        ));
-    }
-    if let Some(dirs) = &matcher.paths_outside {
-        parts.push(format!(
-            "absolute file paths outside {}",
-            dirs.join(" and ")
-        ));
-    }
-    if matcher.unparseable {
-        parts.push("code with syntax errors".to_string());
-    }
-    parts
-}
-
-fn examples(names: &[String]) -> String {
-    let shown: Vec<&str> = names
-        .iter()
-        .take(EXAMPLES_PER_RULE)
-        .map(String::as_str)
-        .collect();
-    let mut text = shown.join(", ");
-    if names.len() > EXAMPLES_PER_RULE {
-        text.push_str(", …");
-    }
-    text
+    shown.extend(other);
+    Some(format!("{} ({})", rule.id, shown.join(", ")))
 }
 
 #[cfg(test)]
@@ -381,6 +342,39 @@ mod tests {
         let js = run_tool_description(&policy, Language::JavaScript, &[], None);
         assert!(js.contains("child_process"), "{js}");
         assert!(!js.contains("Environment variables"), "{js}");
+    }
+
+    #[test]
+    fn what_can_be_installed_is_said_truly_under_each_policy() {
+        let mut policy = Policy::preset("default").unwrap();
+        let probed = Environment::parse(
+            "python-version=3.13.5\npackage=python numpy 2.2.4\n",
+            Language::Python,
+            "img:1",
+            None,
+        );
+        for environment in [None, Some(&probed)] {
+            let text = run_tool_description(&policy, Language::Python, &[], environment);
+            assert!(text.contains("Code cannot install packages"), "{text}");
+            assert!(!text.contains("`packages` argument"), "{text}");
+        }
+        policy.packages.python = vec!["tinypkg".to_string()];
+        for environment in [None, Some(&probed)] {
+            let text = run_tool_description(&policy, Language::Python, &[], environment);
+            assert!(
+                text.contains("the `packages` argument installs any of these before the run")
+                    && text.contains("tinypkg"),
+                "{text}"
+            );
+            assert!(!text.contains("cannot install packages (no pip"), "{text}");
+            assert!(
+                !text.to_lowercase().contains("nothing can be installed"),
+                "{text}"
+            );
+        }
+        // JavaScript has no packages under this policy, and says so.
+        let js = run_tool_description(&policy, Language::JavaScript, &[], None);
+        assert!(js.contains("Code cannot install packages"), "{js}");
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod render;
 mod request_id;
 mod resources;
 mod sanitize;
+mod schema;
 mod stdio;
 mod tools;
 mod types;
@@ -63,9 +64,17 @@ pub struct CodeSandboxServer {
     audit: Option<Arc<audit::AuditLog>>,
     /// sha256 of the effective policy, for the audit log.
     policy_sha256: Arc<str>,
+    /// Set when a tool list went out without an image's packages (not probed yet): the
+    /// client is told the list changed once the warm-up has probed them.
+    listed_unprobed: Arc<std::sync::atomic::AtomicBool>,
     /// Who calls through this connection, and what it may still start.
     allowance: Arc<Allowance>,
 }
+
+/// How long `tools/list` may spend learning what the images offer (asking the engine
+/// for an image's id, reading the cache): a client's health check gives up after a
+/// few seconds, and the answer must come well within 300 ms of spawn.
+const LIST_BUDGET: std::time::Duration = std::time::Duration::from_millis(150);
 
 impl CodeSandboxServer {
     /// A server for `policy`, handing `env` to every run. Does no I/O.
@@ -120,13 +129,15 @@ impl CodeSandboxServer {
                 ),
                 None => unreachable!("the tool `{name}` has no description"),
             };
-            route.attr.input_schema =
-                Arc::new(types::without_numeric_formats(&route.attr.input_schema));
+            route.attr.input_schema = Arc::new(schema::compact_input(&route.attr.input_schema));
             if let Some(output) = &route.attr.output_schema {
-                route.attr.output_schema = Some(Arc::new(types::without_numeric_formats(output)));
+                route.attr.output_schema = Some(Arc::new(schema::compact_output(output)));
             }
             route.attr.description = Some(description.into());
-            route.attr.title = annotations.title.clone();
+            // The title once, on the tool (the annotations' copy is the older place
+            // for it, and every byte here is in every agent's context).
+            let mut annotations = annotations;
+            route.attr.title = annotations.title.take();
             route.attr.annotations = Some(annotations);
         }
         CodeSandboxServer {
@@ -141,6 +152,7 @@ impl CodeSandboxServer {
             policy_error: None,
             audit,
             policy_sha256: policy_sha256.into(),
+            listed_unprobed: Arc::default(),
             allowance: Arc::new(Allowance::local()),
         }
     }
@@ -157,6 +169,8 @@ impl CodeSandboxServer {
             connection: connection.into(),
             stop: self.stop.child_token(),
             allowance: Arc::new(allowance),
+            // Its own: a list it was sent is its to be told of.
+            listed_unprobed: Arc::default(),
             ..self.clone()
         }
     }
@@ -224,6 +238,7 @@ impl ServerHandler for CodeSandboxServer {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_resources()
                 .build(),
         )
@@ -243,9 +258,11 @@ impl ServerHandler for CodeSandboxServer {
     }
 
     /// The tools, their run-tool descriptions naming what each image offers (its
-    /// interpreter and packages, probed once), so that a model knows before it writes
-    /// `import numpy` whether numpy is there. Without the images (no engine yet, a
-    /// pull that takes long) the descriptions name the policy's images instead.
+    /// interpreter and packages), so that a model knows before it writes `import numpy`
+    /// whether numpy is there. Answered at once: only what is known without a
+    /// container (probed by this server, or kept on disk for the image's id) is named,
+    /// within `LIST_BUDGET`; otherwise the policy's images, and the tool list is
+    /// announced as changed once the warm-up has probed them.
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -255,7 +272,15 @@ impl ServerHandler for CodeSandboxServer {
         if self.policy_error.is_some() {
             return Ok(ListToolsResult::with_all_items(tools));
         }
-        let environments = resources::environments_now(&self.sandbox).await;
+        let known = Language::ALL.map(|language| async move {
+            let found = tokio::time::timeout(LIST_BUDGET, self.sandbox.environment_known(language));
+            (language, found.await.ok().flatten())
+        });
+        let environments = futures_util::future::join_all(known).await;
+        if environments.iter().any(|(_, found)| found.is_none()) {
+            self.listed_unprobed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         for tool in &mut tools {
             let Some(language) = Language::from_run_tool(&tool.name) else {
                 continue;
@@ -263,7 +288,7 @@ impl ServerHandler for CodeSandboxServer {
             let environment = environments
                 .iter()
                 .find(|(l, _)| *l == language)
-                .and_then(|(_, found)| found.as_ref().ok());
+                .and_then(|(_, found)| found.as_ref());
             if let Some(environment) = environment {
                 let text = describe::run_tool_description(
                     self.policy(),
@@ -359,35 +384,49 @@ where
         })
         .abort_handle()
     };
+    let (warmed, warm_done) = tokio::sync::oneshot::channel::<()>();
     let warm = {
         let sandbox = sandbox.clone();
         let usable = server.policy_error.is_none();
         tokio::spawn(async move {
             if usable {
-                sandbox.warm_up().await
+                sandbox.warm_up().await;
+                let _ = warmed.send(());
             }
         })
     };
+    let listed_unprobed = server.listed_unprobed.clone();
     let limit = request_limit(server.policy());
     let (reader, writer, written) = stdio_lines(reader, writer, limit);
     // The transport takes what the line discipline passes on (a line and its end).
     let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(reader, writer)
         .with_max_line_length(limit.saturating_add(2));
     let end = match server.serve_with_ct(transport, stop.child_token()).await {
-        Ok(running) => match running.waiting().await {
-            Ok(reason) => {
-                tracing::info!(?reason, "MCP session ended");
-                if stop.is_cancelled() {
-                    ServeEnd::Stopped
-                } else {
-                    ServeEnd::InputClosed
+        Ok(running) => {
+            let announce = tokio::spawn(announce_probed_images(
+                running.peer().clone(),
+                sandbox.clone(),
+                listed_unprobed,
+                warm_done,
+            ))
+            .abort_handle();
+            let waited = running.waiting().await;
+            announce.abort();
+            match waited {
+                Ok(reason) => {
+                    tracing::info!(?reason, "MCP session ended");
+                    if stop.is_cancelled() {
+                        ServeEnd::Stopped
+                    } else {
+                        ServeEnd::InputClosed
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%error, "the MCP session task failed");
+                    ServeEnd::Failed
                 }
             }
-            Err(error) => {
-                tracing::error!(%error, "the MCP session task failed");
-                ServeEnd::Failed
-            }
-        },
+        }
         Err(error) if stop.is_cancelled() => {
             tracing::info!(%error, "stopped before the MCP handshake finished");
             ServeEnd::Stopped
@@ -409,4 +448,25 @@ where
     warm.abort();
     tracing::info!("every container removed; bye");
     end
+}
+
+/// Once the warm-up has probed the images, tells a client that listed the tools before
+/// (without the images' packages) that the list changed, so it lists them again.
+async fn announce_probed_images(
+    peer: rmcp::Peer<RoleServer>,
+    sandbox: Sandbox,
+    listed_unprobed: Arc<std::sync::atomic::AtomicBool>,
+    warm_done: tokio::sync::oneshot::Receiver<()>,
+) {
+    if warm_done.await.is_err() || !listed_unprobed.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    for language in Language::ALL {
+        if sandbox.environment_known(language).await.is_none() {
+            return;
+        }
+    }
+    if let Err(error) = peer.notify_tool_list_changed().await {
+        tracing::debug!(%error, "could not announce the probed images");
+    }
 }

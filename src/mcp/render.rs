@@ -33,6 +33,7 @@ pub fn run_result(result: &RunResult, inline: u64) -> String {
         RunStatus::PolicyError
         | RunStatus::InvalidInput
         | RunStatus::EngineError
+        | RunStatus::InstallFailed
         | RunStatus::Cancelled
         | RunStatus::ShuttingDown => {
             format!(

@@ -237,6 +237,10 @@ impl CodeSandboxServer {
             Err(NotRun::Failed(error @ SandboxError::ShuttingDown)) => {
                 not_run(RunStatus::ShuttingDown, engine_error_message(&error))
             }
+            Err(NotRun::Failed(error @ SandboxError::InstallFailed(_))) => {
+                tracing::info!(%error, "a run's packages could not be installed");
+                not_run(RunStatus::InstallFailed, engine_error_message(&error))
+            }
             Err(NotRun::Failed(error)) => {
                 tracing::warn!(%error, "the sandbox could not run a snippet");
                 not_run(RunStatus::EngineError, engine_error_message(&error))
@@ -298,6 +302,12 @@ fn engine_error_message(error: &SandboxError) -> String {
         }
         SandboxError::ShuttingDown => {
             "The server is shutting down and runs nothing more; do not retry on this connection."
+        }
+        SandboxError::InstallFailed(_) => {
+            "Nothing was run. Calling again with the same packages fails the same way: run \
+             without them, ask for other ones (or other versions), or tell the user what the \
+             installer said (an index the sandbox cannot reach, a certificate it does not \
+             trust: see the policy's `packages` and `certificates`)."
         }
         SandboxError::Engine(_) | SandboxError::Cancelled => "Calling the tool again may succeed.",
         SandboxError::Session(_) => "Nothing was run.",

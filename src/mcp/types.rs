@@ -11,25 +11,19 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// Arguments of `run_python_code` and `run_javascript_code`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct RunCodeArgs {
-    /// The complete program to run, as it would be saved to a file.
+    /// The whole program, as saved to a file.
     pub code: String,
-    /// Wall-clock limit in seconds for this run. The policy's limit caps it; leave it
-    /// out to get the policy's limit.
+    /// Seconds; can only lower the policy's limit.
     #[serde(default, deserialize_with = "lenient_seconds")]
     pub timeout: Option<f64>,
-    /// Optional name of a session to run in (letters, digits, `-`, `_`, `.`). Calls with
-    /// the same session name share one interpreter: variables, functions, imports and
-    /// files from earlier calls are still there, as in a notebook. Leave it out for a
-    /// fresh, empty sandbox. End a session with `end_session` when done.
+    /// A name (letters, digits, `-`, `_`, `.`) to keep state across calls; leave it out
+    /// for a fresh sandbox.
     #[serde(default)]
     pub session: Option<String>,
-    /// Optional files to put in the working directory (/sandbox) before the code runs,
-    /// so the code can open them by name: data to analyse, a config, a helper module.
+    /// Files to put in /sandbox first.
     #[serde(default)]
     pub files: Vec<FileArg>,
-    /// Optional packages to have installed for this run, by name: only those the
-    /// policy's `packages` lists (the tool description names them). Installed once,
-    /// then kept for later runs that ask for the same set.
+    /// Packages to install for this run, by name: only those the description lists.
     #[serde(default)]
     pub packages: Vec<String>,
     /// Set by the server itself when the request carried code that is not valid UTF-8
@@ -42,9 +36,9 @@ pub struct RunCodeArgs {
 /// A file handed in with a run.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct FileArg {
-    /// Where it goes, relative to the working directory: `data.csv`, `in/config.json`.
+    /// Relative to /sandbox: `data.csv`, `in/config.json`.
     pub path: String,
-    /// Its contents: text, or base64 when `encoding` is `base64` (for binary files).
+    /// Text, or base64 when `encoding` is `base64`.
     pub content: String,
     #[serde(default)]
     pub encoding: FileEncoding,
@@ -137,6 +131,11 @@ pub enum RunStatus {
     /// The container engine could not run it (daemon down, image missing); `message`
     /// says what to do. A later call can succeed.
     EngineError,
+    /// Installing the packages the call asked for failed (the index unreachable, no
+    /// such package or version, no wheel for this platform); nothing ran. `message`
+    /// has the installer's own words: calling again with the same packages fails the
+    /// same way until the cause is fixed.
+    InstallFailed,
     /// The program started, and a run-time layer of the policy stopped it when it
     /// tried something the policy denies: `findings` names the rule, the layer, what
     /// was attempted and the line; output printed before the stop is kept.

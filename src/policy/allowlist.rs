@@ -22,6 +22,9 @@
 //! id, percent-encoding, an international name not in its `xn--` form) is no host.
 
 pub use super::ip_range::IpRange;
+/// `host[:port]`, `[v6]`, `[v6]:port`, or a bare v6 address or range (no port): read
+/// as the static check reads a URL's authority, one way for both.
+pub use crate::analysis::urls::split_port;
 use serde::Serialize;
 use std::net::IpAddr;
 
@@ -297,32 +300,6 @@ pub fn parse_authority(text: &str) -> Result<(Host, Option<u16>), String> {
         ));
     }
     Ok((parse_host(host)?, port))
-}
-
-/// `host[:port]`, `[v6]`, `[v6]:port`, or a bare v6 address or range (no port).
-pub fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
-    let port = |p: &str| {
-        p.parse::<u16>()
-            .ok()
-            .filter(|p| *p > 0)
-            .filter(|_| p.chars().all(|c| c.is_ascii_digit()))
-            .ok_or_else(|| format!("`{p}` is not a port"))
-    };
-    if let Some(rest) = text.strip_prefix('[') {
-        let (host, after) = rest.split_once(']').ok_or("an unclosed `[`")?;
-        return match after.strip_prefix(':') {
-            Some(p) => Ok((host, Some(port(p)?))),
-            None if after.is_empty() => Ok((host, None)),
-            None => Err(format!("unexpected `{after}` after `]`")),
-        };
-    }
-    if text.matches(':').count() > 1 {
-        return Ok((text, None));
-    }
-    match text.split_once(':') {
-        Some((host, p)) => Ok((host, Some(port(p)?))),
-        None => Ok((text, None)),
-    }
 }
 
 #[cfg(test)]

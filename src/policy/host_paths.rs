@@ -1,4 +1,5 @@
-//! Host paths a policy names (`mounts:` sources, `outputs.export.path`): resolved
+//! Host paths a policy names (`mounts:` sources, `outputs.export.path`, `audit.path`,
+//! `certificates`): resolved
 //! against the policy file's folder, the project. A relative path must stay inside the
 //! project, through links too, so a committed policy cannot hand the sandbox a folder
 //! elsewhere on the machine by a path that looks local; reaching outside takes an
@@ -7,7 +8,7 @@
 //! only when named by an absolute path.
 
 use super::error::{error, PolicyError};
-use super::schema::{Audit, AuditFile, Export, ExportFile, Mount, MountFile};
+use super::schema::{Audit, AuditFile, Certificates, Export, ExportFile, Mount, MountFile};
 use std::path::{Component, Path, PathBuf};
 
 /// The export folder of `outputs.export`. It need not exist yet (it is made on the
@@ -64,6 +65,58 @@ pub fn audit(
         path: audit.path,
         file,
     })
+}
+
+/// The largest CA bundle read (the system bundle of a Debian host is about 200 KiB).
+const MAX_CERTIFICATES: u64 = 4 * 1024 * 1024;
+
+/// `certificates:`: a readable file of PEM certificates. It is handed to every box, so
+/// a file with a private key in it is refused: a bundle never needs one, and a wrong
+/// path must not give the sandbox a secret.
+pub fn certificates(
+    label: &str,
+    text: &str,
+    dir: Option<&Path>,
+    path: String,
+) -> Result<Certificates, PolicyError> {
+    let at = line_of(text, "certificates:", &path);
+    if path.trim().is_empty() || path.contains('\0') {
+        return Err(error(
+            label,
+            at,
+            format!("certificates: `{path}` is not a host path"),
+        ));
+    }
+    let host = resolve(label, at, dir, &path, "certificates")?;
+    let pem =
+        bundle(&host).map_err(|why| error(label, at, format!("certificates: `{path}` {why}")))?;
+    Ok(Certificates {
+        source: path,
+        host,
+        pem,
+    })
+}
+
+/// Reads a CA bundle, or says what is wrong with it (after its path, in a sentence).
+pub fn bundle(file: &Path) -> Result<String, String> {
+    let metadata = std::fs::metadata(file).map_err(|e| format!("cannot be read: {e}"))?;
+    if !metadata.is_file() {
+        return Err("is not a file".to_string());
+    }
+    if metadata.len() > MAX_CERTIFICATES {
+        return Err(format!(
+            "is {} bytes: more than a bundle of certificates ({MAX_CERTIFICATES} at most)",
+            metadata.len()
+        ));
+    }
+    let text = std::fs::read_to_string(file).map_err(|e| format!("cannot be read: {e}"))?;
+    if text.contains("PRIVATE KEY-----") {
+        return Err("holds a private key: name a file of certificates alone".to_string());
+    }
+    if !text.contains("-----BEGIN CERTIFICATE-----") {
+        return Err("holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)".to_string());
+    }
+    Ok(text)
 }
 
 /// One entry of `mounts:`; its source must exist.
@@ -262,6 +315,41 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.line, Some(2));
         assert!(err.message.contains("outside the project"), "{err}");
+    }
+
+    #[test]
+    fn a_ca_bundle_must_be_certificates_and_nothing_secret() {
+        let project = tempfile::tempdir().unwrap();
+        let write =
+            |name: &str, text: &str| std::fs::write(project.path().join(name), text).unwrap();
+        let load = |name: &str| {
+            let text = format!("version: 1\ncertificates: {name}\n");
+            certificates("p.yaml", &text, Some(project.path()), name.to_string())
+        };
+        write(
+            "ca.pem",
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        );
+        write(
+            "key.pem",
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n\
+             -----BEGIN PRIVATE KEY-----\nBBBB\n-----END PRIVATE KEY-----\n",
+        );
+        write("notes.txt", "not a certificate\n");
+        let ok = load("ca.pem").unwrap();
+        assert_eq!(ok.source, "ca.pem");
+        assert!(ok.host.ends_with("ca.pem"));
+        for (name, why) in [
+            ("key.pem", "holds a private key"),
+            ("notes.txt", "holds no PEM certificate"),
+            ("absent.pem", "cannot be read"),
+            ("../ca.pem", "outside the project"),
+        ] {
+            let err = load(name).unwrap_err();
+            assert_eq!(err.line, Some(2), "{name}: {err}");
+            assert!(err.message.starts_with("certificates: "), "{name}: {err}");
+            assert!(err.message.contains(why), "{name}: {err}");
+        }
     }
 
     #[cfg(unix)]

@@ -11,9 +11,9 @@
 use super::error::{error, PolicyError};
 use super::host_paths;
 use super::schema::{
-    Audit, AuditFile, EnvFile, EnvPolicy, Export, ExportFile, Images, ImagesFile, Limits,
-    LimitsFile, Mount, MountFile, Outputs, OutputsFile, PackageIndexFile, Packages, PackagesFile,
-    Policy, PolicyFile, PoolFile, PoolSettings, Preload, PreloadFile, Rule, RuleFile,
+    Audit, AuditFile, Certificates, EnvFile, EnvPolicy, Export, ExportFile, Images, ImagesFile,
+    Limits, LimitsFile, Mount, MountFile, Outputs, OutputsFile, PackageIndexFile, Packages,
+    PackagesFile, Policy, PolicyFile, PoolFile, PoolSettings, Preload, PreloadFile, Rule, RuleFile,
     SessionSettings, SessionsFile,
 };
 use std::path::Path;
@@ -137,6 +137,7 @@ sections! {
         mounts,
         audit,
         packages,
+        certificates,
         secrets,
     }
     LimitsFile => Limits {
@@ -237,6 +238,21 @@ impl Overlay<Option<Audit>> for Option<AuditFile> {
     }
 }
 
+/// `certificates:`: the bundle resolved against the file that names it, and read.
+impl Overlay<Option<Certificates>> for Option<String> {
+    fn overlay(self, onto: &mut Option<Certificates>, origin: &Origin) -> Result<(), PolicyError> {
+        if let Some(path) = self {
+            *onto = Some(host_paths::certificates(
+                origin.label,
+                origin.text,
+                origin.dir,
+                path,
+            )?);
+        }
+        Ok(())
+    }
+}
+
 /// `mounts:` replaces the inherited list whole; each source is resolved against the
 /// file that names it (all of them, so that every bad one is reported).
 impl Overlay<Vec<Mount>> for Option<Vec<MountFile>> {
@@ -280,6 +296,7 @@ pub fn root(file: &PolicyFile, label: &str) -> Result<Policy, PolicyError> {
         mounts: Vec::new(),
         audit: None,
         packages: Default::default(),
+        certificates: None,
         secrets: Vec::new(),
         rules: Vec::new(),
         files: Vec::new(),
@@ -393,6 +410,7 @@ mod tests {
             "packages.javascript_registry",
             "https://npm.test",
         ),
+        ("certificates: ca.pem", "certificates", "ca.pem"),
         (
             "rules: [{ id: network, category: other }]",
             "rules.network.category",
@@ -457,6 +475,11 @@ mod tests {
     fn a_key_set_overrides_and_a_key_unset_inherits_in_every_section() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("data")).unwrap();
+        std::fs::write(
+            dir.path().join("ca.pem"),
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
         let parent = shown(&Policy::preset("default").unwrap());
         for (index, (yaml, path, expected)) in KEYS.iter().enumerate() {
             let child = dir.path().join(format!("child{index}.yaml"));

@@ -56,6 +56,13 @@ pub struct PolicyFile {
     pub audit: Option<AuditFile>,
     /// Packages a run may ask to have installed (the run tools' `packages` argument).
     pub packages: Option<PackagesFile>,
+    /// A PEM file of the certificate authorities the sandbox trusts for TLS (package
+    /// installs and the runs' own requests), in place of the image's own: for a network
+    /// behind a TLS-inspecting proxy, the host's bundle with the proxy's CA added (on
+    /// Debian, `/etc/ssl/certs/ca-certificates.crt` after `update-ca-certificates`). A
+    /// host file, relative to this file unless absolute; `$CODE_SANDBOX_CA_BUNDLE`
+    /// overrides it. Absent: the image's own.
+    pub certificates: Option<String>,
     /// Secrets the code may use toward their hosts without holding them (placeholders
     /// the egress proxy swaps); replaces the inherited list.
     #[serde(default, deserialize_with = "super::secrets::deserialize")]
@@ -418,6 +425,8 @@ pub struct Policy {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<Audit>,
     pub packages: Packages,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certificates: Option<Certificates>,
     /// Secrets swapped in at the egress proxy, in the order written.
     #[serde(
         serialize_with = "super::secrets::serialize",
@@ -429,6 +438,21 @@ pub struct Policy {
     /// what no export and no rw mount may reach.
     #[serde(skip)]
     pub files: Vec<std::path::PathBuf>,
+}
+
+/// The CA bundle handed to the sandbox (`certificates:`), written back as the file gave
+/// it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Certificates {
+    /// As the policy (or the variable) wrote it.
+    pub source: String,
+    /// The file on the host.
+    #[serde(skip)]
+    pub host: std::path::PathBuf,
+    /// Its text, as read when the policy was loaded (PEM certificates only).
+    #[serde(skip)]
+    pub pem: String,
 }
 
 /// The packages a run may ask for, and where they come from.

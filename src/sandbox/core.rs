@@ -12,6 +12,7 @@ use super::backend::{short, Backend, BoxIo, BoxNetwork, BoxSpec, EgressPurpose, 
 use super::call::{self, Executed, KILLED_EXIT_CODE};
 use super::egress::Egress;
 use super::environment::Environment;
+use super::environment_cache;
 use super::files_out;
 use super::pool::Pool;
 use super::protocol::Program;
@@ -80,7 +81,9 @@ impl Core {
             .into_iter()
             .map(|language| (language, Guard::new(&engine, language)))
             .collect();
-        let egress = Egress::with_secrets(EgressPurpose::Run, &policy.secrets);
+        let bundle = policy.certificates.as_ref().map(|c| c.pem.as_str());
+        let egress = Egress::with_secrets(EgressPurpose::Run, &policy.secrets).trusting(bundle);
+        let install_egress = Egress::new(EgressPurpose::Install).trusting(bundle);
         Core {
             engine,
             guards,
@@ -88,7 +91,7 @@ impl Core {
             policy,
             backend,
             egress,
-            install_egress: Egress::new(EgressPurpose::Install),
+            install_egress,
             package_sets: Mutex::new(HashMap::new()),
             pool,
             permits: Arc::new(Semaphore::new(permits)),
@@ -316,6 +319,21 @@ impl Core {
             if mode.packages.is_some() && !mode.install {
                 env.extend(super::install::run_env(language));
             }
+            let mut mounts = self.policy.mounts.clone();
+            // The policy's CA bundle, for the install step and the run alike: both may
+            // have to pass a TLS-inspecting proxy. Where the egress proxy ends TLS for
+            // the box (secrets), the box trusts the proxy's bundle instead, which has
+            // these certificates already.
+            let proxy_trust = env.iter().any(|(name, _)| name == "SSL_CERT_FILE");
+            if let (Some(certificates), false) = (&self.policy.certificates, proxy_trust) {
+                mounts.push(crate::policy::Mount {
+                    source: certificates.source.clone(),
+                    host: certificates.host.clone(),
+                    target: super::layout::CERTIFICATES.to_string(),
+                    rw: false,
+                });
+                env.extend(super::layout::certificates_env());
+            }
             let spec = BoxSpec {
                 image: image.clone(),
                 argv,
@@ -323,7 +341,7 @@ impl Core {
                 limits: self.policy.limits.clone(),
                 network,
                 runtime: self.policy.runtime.clone(),
-                mounts: self.policy.mounts.clone(),
+                mounts,
                 packages: mode.packages.clone().map(|storage| PackageMount {
                     storage,
                     writable: mode.install,
@@ -390,6 +408,7 @@ impl Core {
             // Counted like any creation: shutdown waits for the setup's box to go.
             let _creating = Creating::start(self);
             let prepared = self.backend.prepare(image, &assets::setup()).await?;
+            environment_cache::remember(self.backend.as_ref(), image, &prepared).await;
             Ok(PreparedImage {
                 interpreters: Interpreters::parse(&prepared.probe),
                 probe: prepared.probe.into(),
@@ -488,6 +507,35 @@ impl Core {
         let image = self.choose_image(language).await?;
         let prepared = self.prepare(&image).await?;
         Ok(Environment::parse(
+            &prepared.probe,
+            language,
+            &image,
+            prepared.headline_label.as_deref(),
+        ))
+    }
+
+    /// What `language`'s image offers, if that is known without waiting for a box:
+    /// probed by this instance already, or kept on disk for the image's id from an
+    /// earlier probe (see [`environment_cache`]). Never starts a container or pulls.
+    pub async fn environment_known(&self, language: Language) -> Option<Environment> {
+        let chosen = self.backend.chosen_image(language);
+        if let Some(image) = &chosen {
+            let cell = self.prepared.lock().ok()?.get(image).cloned();
+            if let Some(prepared) = cell.as_ref().and_then(|cell| cell.get()) {
+                return Some(Environment::parse(
+                    &prepared.probe,
+                    language,
+                    image,
+                    prepared.headline_label.as_deref(),
+                ));
+            }
+        }
+        let choices = match chosen {
+            Some(image) => vec![image],
+            None => self.policy.images.for_language(language).to_vec(),
+        };
+        let (image, prepared) = environment_cache::recall(self.backend.as_ref(), &choices).await?;
+        Some(Environment::parse(
             &prepared.probe,
             language,
             &image,

@@ -141,7 +141,7 @@ impl Environment {
             format!(" ({})", self.interpreter)
         };
         let packages = if self.headline.is_empty() {
-            "no extra packages: the standard library only".to_string()
+            "the standard library only".to_string()
         } else {
             let names: Vec<String> = self
                 .headline
@@ -150,16 +150,13 @@ impl Environment {
                 .collect();
             let more = self.packages.len().saturating_sub(self.headline.len());
             let more = if more > 0 {
-                format!(" (and {more} more, listed in the resource sandbox://environments)")
+                format!(" (and {more} more: resource sandbox://environments)")
             } else {
                 String::new()
             };
-            format!("packages {}{more}", names.join(", "))
+            format!("{}{more}", names.join(", "))
         };
-        format!(
-            "Image {}{interpreter} with {packages}. Nothing can be installed at run time.",
-            self.image
-        )
+        format!("Image {}{interpreter}: {packages}.", self.image)
     }
 }
 

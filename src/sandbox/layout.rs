@@ -4,7 +4,8 @@
 //!
 //! A box sees: its working directory ([`WORKDIR`]) and `/tmp` as small writable
 //! scratch space, everything else read-only; the box's assets at [`ASSETS`]; a package
-//! set, when a run asks for one, at [`PACKAGES`]; and, under a network allowlist, the
+//! set, when a run asks for one, at [`PACKAGES`]; the policy's CA bundle, if any, at
+//! [`CERTIFICATES`]; and, under a network allowlist, the
 //! egress proxy's socket at [`EGRESS_SOCKET`], which the bootstrap relays to from
 //! `127.0.0.1:`[`RELAY_PORT`], and, when the proxy ends TLS for it (secrets), the
 //! certificates it trusts at [`EGRESS_TRUST`].
@@ -22,6 +23,24 @@ pub const ASSETS: &str = "/opt/code-sandbox";
 /// Where a package set is mounted: writable in its install step, read-only in runs.
 pub const PACKAGES: &str = "/opt/packages";
 
+/// Where the policy's CA bundle (`certificates:`) appears, read-only, when it names one.
+pub const CERTIFICATES: &str = "/opt/code-sandbox-certificates/bundle.pem";
+
+/// The variables that make TLS clients trust [`CERTIFICATES`]: OpenSSL's default (and
+/// so Python's `ssl`, httpx, urllib), requests', pip's, curl's; Node adds the file to
+/// its own roots (it reads nothing else), and npm follows Node.
+pub fn certificates_env() -> Vec<(String, String)> {
+    [
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "PIP_CERT",
+        "CURL_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+    ]
+    .into_iter()
+    .map(|name| (name.to_string(), CERTIFICATES.to_string()))
+    .collect()
+}
 /// The folder the egress proxy's socket is in, inside a box under a network allowlist:
 /// a backend mounts a folder holding only the socket here (not the socket file itself,
 /// which gVisor cannot mount).

@@ -17,13 +17,15 @@
 //! today), split by concern: `submit` (the one check → ask → run path), `run`
 //! (stateless runs) and `session` (named sessions) on top of `core` (admission,
 //! starting boxes, sending programs, shutdown); `pool` (warm interpreters), `install`
-//! (what a package install step is),
+//! (what a package install step is), `package_sets` (their last use, and pruning),
 //! `protocol` (the program's bytes in, its records out) and `call` (one program sent
-//! and collected), `capture` (the capped output), `files_in` (files handed in), `modules_in` (those of them that are modules of the program),
+//! and collected), `capture` (the capped output), `files_in` (files handed in),
+//! `modules_in` (those of them that are modules of the program),
 //! `files_out` (files and figures back), `egress` (the allowlist proxy), `environment`
-//! (what an image offers), `pass_through` (host variables), `layout` (every path and
-//! port inside a box), `images` (the project's image definitions) and `assets` (what
-//! runs inside the box besides the program: the guards and the kernel floor).
+//! (what an image offers), `environment_cache` (that, kept on disk per image id),
+//! `pass_through` (host variables), `layout` (every path and port inside a box),
+//! `images` (the project's image definitions) and `assets` (what runs inside the box
+//! besides the program: the guards and the kernel floor).
 
 pub mod assets;
 pub mod backend;
@@ -32,6 +34,7 @@ mod capture;
 mod core;
 pub mod egress;
 pub mod environment;
+pub mod environment_cache;
 mod export_writer;
 pub mod files_in;
 pub mod files_out;
@@ -39,6 +42,7 @@ pub mod images;
 pub mod install;
 pub mod layout;
 pub mod modules_in;
+pub mod package_sets;
 mod pass_through;
 mod pool;
 mod protocol;
@@ -167,6 +171,11 @@ pub enum SandboxError {
     ImageUnavailable(String),
     #[error("container engine error: {0}")]
     Engine(String),
+    /// Installing a run's packages failed: the installer's own words. The same call
+    /// fails the same way until its cause (the index, the package, the version, the
+    /// platform) changes.
+    #[error("{0}")]
+    InstallFailed(String),
     #[error("the run was cancelled")]
     Cancelled,
     /// The policy needs a run-time layer this image or build cannot provide; nothing
@@ -245,6 +254,12 @@ impl Sandbox {
         self.core.environment(language).await
     }
 
+    /// What `language`'s image offers if it is known now (probed by this instance, or
+    /// kept on disk for the image's id): never waits for a container or a pull.
+    pub async fn environment_known(&self, language: Language) -> Option<environment::Environment> {
+        self.core.environment_known(language).await
+    }
+
     /// Ready containers waiting for `language` right now.
     pub fn warm_containers(&self, language: Language) -> usize {
         self.core.warm_containers(language)
@@ -295,6 +310,15 @@ impl Sandbox {
     /// (each instance also does it when it first connects); returns how many of each.
     pub async fn cleanup(&self) -> Result<(usize, usize), SandboxError> {
         self.core.cleanup().await
+    }
+
+    /// Removes the package sets unused for longer than `unused_for` (see
+    /// [`package_sets`]); a set a box still uses stays.
+    pub async fn prune_packages(
+        &self,
+        unused_for: Duration,
+    ) -> Result<package_sets::Pruned, SandboxError> {
+        package_sets::prune(self.core.backend.as_ref(), unused_for).await
     }
 
     /// Removes every container this instance created (warm, running or being created)

@@ -8,6 +8,7 @@ use super::assets::Mode;
 use super::backend::{short, BoxIo, BoxStatus};
 use super::core::{once_per_key, Core, Permit};
 use super::install::{install_program, key, volume_name};
+use super::package_sets;
 use super::pool::Claim;
 use super::protocol::Program;
 use super::{RunOutcome, RunRequest, SandboxError};
@@ -123,48 +124,118 @@ async fn ensure_packages(
     let cell = once_per_key(&core.package_sets, &volume);
     cell.get_or_try_init(|| async {
         core.backend.ensure_package_storage(&volume, &key).await?;
-        let mode = Mode {
-            install: true,
-            relaxed: core
-                .policy
-                .rules
-                .iter()
-                .map(|rule| rule.id.clone())
-                .collect(),
-            packages: Some(volume.clone()),
-            ..Mode::default()
-        };
-        let mut installer = core
-            .start_cancellable(language, mode, cancel, permit)
-            .await?;
-        let id = installer.id.clone();
-        let program = Program {
-            file: crate::analysis::SourceKind::plain(language).file_name(),
-            code: program.into_bytes(),
-            env: Vec::new(),
-            tap: None,
-            call: None,
-            files: Vec::new(),
-        };
-        let installed = core
-            .send(&mut installer, &program, INSTALL_TIMEOUT, cancel)
-            .await;
-        core.discard(&id).await;
-        let installed = installed?;
-        if installed.exit_code != 0 || installed.timed_out {
-            let stderr = installed.stderr.trim();
-            let tail = &stderr[stderr.len().saturating_sub(2000)..];
-            return Err(SandboxError::Engine(format!(
-                "installing {} failed (exit {}): {tail}",
-                specs.join(", "),
-                installed.exit_code
-            )));
+        let installed = install(core, language, &volume, program, specs, cancel, permit).await;
+        if installed.is_err() {
+            // Nothing of a failed install is kept: its storage is empty or half
+            // written, and the next call installs afresh. One a box of another server
+            // still uses stays (that server is installing the same set).
+            match core.backend.remove_package_storage(&volume).await {
+                Ok(true) => tracing::debug!(volume, "the failed install's storage removed"),
+                Ok(false) => tracing::debug!(volume, "the failed install's storage is in use"),
+                Err(error) => {
+                    tracing::warn!(%error, volume, "could not remove a failed install's storage")
+                }
+            }
         }
-        tracing::info!(volume, packages = %specs.join(" "), "packages installed");
-        Ok(())
+        installed
     })
     .await?;
+    package_sets::record_use(&volume);
     Ok(volume)
+}
+
+/// Runs the install step of `specs` into `volume`, in a box of its own.
+async fn install(
+    core: &Arc<Core>,
+    language: Language,
+    volume: &str,
+    program: String,
+    specs: &[String],
+    cancel: &CancellationToken,
+    permit: &Permit,
+) -> Result<(), SandboxError> {
+    let mode = Mode {
+        install: true,
+        relaxed: core
+            .policy
+            .rules
+            .iter()
+            .map(|rule| rule.id.clone())
+            .collect(),
+        packages: Some(volume.to_string()),
+        ..Mode::default()
+    };
+    let mut installer = core
+        .start_cancellable(language, mode, cancel, permit)
+        .await?;
+    let id = installer.id.clone();
+    let program = Program {
+        file: crate::analysis::SourceKind::plain(language).file_name(),
+        code: program.into_bytes(),
+        env: Vec::new(),
+        tap: None,
+        call: None,
+        files: Vec::new(),
+    };
+    let since = std::time::Instant::now();
+    let installed = core
+        .send(&mut installer, &program, INSTALL_TIMEOUT, cancel)
+        .await;
+    // The proxy's word on the connections it could not make: pip says only that it
+    // found no version when its index did not answer at all.
+    let unreachable = core.install_egress.refusals(&id, since);
+    core.discard(&id).await;
+    let installed = installed?;
+    let packages = specs.join(", ");
+    let mut failure = if installed.timed_out {
+        format!(
+            "installing {packages} took longer than {} s and was stopped",
+            INSTALL_TIMEOUT.as_secs()
+        )
+    } else if installed.exit_code != 0 {
+        format!(
+            "installing {packages} failed (exit {}): {}",
+            installed.exit_code,
+            installer_words(&installed.stderr, &installed.stdout)
+        )
+    } else {
+        tracing::info!(volume, packages, "packages installed");
+        return Ok(());
+    };
+    if !unreachable.is_empty() {
+        let mut reasons: Vec<&str> = unreachable.iter().map(|r| r.reason.as_str()).collect();
+        reasons.dedup();
+        failure.push_str(&format!(
+            "\nThe install step could not reach: {}",
+            reasons.join("; ")
+        ));
+    }
+    Err(SandboxError::InstallFailed(failure))
+}
+
+/// What the installer said about its failure: the end of its stderr (where pip and
+/// npm write their errors; a traceback's last lines are its point), else of its stdout.
+fn installer_words(stderr: &str, stdout: &str) -> String {
+    const KEPT: usize = 2000;
+    let text = if stderr.trim().is_empty() {
+        stdout
+    } else {
+        stderr
+    }
+    .trim();
+    if text.is_empty() {
+        return "the installer said nothing".to_string();
+    }
+    let mut start = text.len().saturating_sub(KEPT);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let kept = &text[start..];
+    if start > 0 {
+        format!("…{kept}")
+    } else {
+        kept.to_string()
+    }
 }
 
 /// Removes one run's box when dropped.

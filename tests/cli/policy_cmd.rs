@@ -232,6 +232,11 @@ fn validate_returns_when_relative_paths_do_not_exist_yet() {
 fn the_starter_and_each_of_its_examples_are_valid() {
     let dir = scratch("starter");
     std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(
+        dir.join("ca-bundle.pem"),
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
     let out = run_in(&dir, &["policy", "init"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let starter = std::fs::read_to_string(dir.join(".code-sandbox.yaml")).unwrap();
@@ -240,6 +245,7 @@ fn the_starter_and_each_of_its_examples_are_valid() {
         "code-sandbox-mcp-python:2",
         "# packages:",
         "# mounts:",
+        "# certificates:",
         "# outputs:",
         "action: ask",
     ] {

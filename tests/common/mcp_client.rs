@@ -278,7 +278,25 @@ impl TestImage {
 
 impl Drop for TestImage {
     fn drop(&mut self) {
-        let _ = Command::new("docker").args(["rmi", &self.tag]).output();
+        // A box of this tag may still be on its way out (removal runs in the
+        // background), and the engine refuses to untag an image a container names: wait
+        // a little, then untag anyway (the image itself keeps its other tag, the base's).
+        let untagged = |force: bool| {
+            let mut rmi = Command::new("docker");
+            rmi.arg("rmi");
+            if force {
+                rmi.arg("--force");
+            }
+            rmi.arg(&self.tag).output().is_ok_and(|output| {
+                output.status.success()
+                    || String::from_utf8_lossy(&output.stderr).contains("No such image")
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !untagged(false) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        let _ = untagged(true);
         if let Some(dir) = self.policy_path.parent() {
             let _ = std::fs::remove_dir_all(dir);
         }

@@ -231,7 +231,7 @@ fn wheel(clients: &Clients) -> PathBuf {
                         .and_then(|n| n.to_str())
                         .is_some_and(|name| {
                             name.starts_with(&format!(
-                                "code_sandbox_mcp-{}-",
+                                "code_sandbox_mcp_server-{}-",
                                 env!("CARGO_PKG_VERSION")
                             )) && name.ends_with(".whl")
                         })
@@ -263,7 +263,8 @@ fn wheel(clients: &Clients) -> PathBuf {
 fn the_wheel_installs_a_command_that_the_python_sdk_drives() {
     let clients = clients();
     let wheel = wheel(clients);
-    // A fresh venv, the wheel alone (no index): what `pip install code-sandbox-mcp` does.
+    // A fresh venv, the wheel alone (no index): what `pip install code-sandbox-mcp-server`
+    // does.
     let venv = tempdir("wheel-venv");
     let created = Command::new("python3")
         .args(["-m", "venv"])
@@ -285,8 +286,8 @@ fn the_wheel_installs_a_command_that_the_python_sdk_drives() {
     let expected = format!("code-sandbox-mcp {}", env!("CARGO_PKG_VERSION"));
     let version = Command::new(&command).arg("--version").output().unwrap();
     assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), expected);
-    // `uvx code-sandbox-mcp`, as a client configuration would start it (from the wheel
-    // here: it is on no index).
+    // `uvx --from code-sandbox-mcp-server code-sandbox-mcp`, as a client configuration
+    // would start it (from the wheel here: it is on no index).
     let uvx = Command::new(&clients.uvx)
         .args(["--offline", "--from"])
         .arg(&wheel)

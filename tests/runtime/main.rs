@@ -9,6 +9,7 @@ mod common;
 
 mod attacks;
 mod audit;
+mod certificates;
 mod e2e_clients;
 mod egress;
 mod export_attacks;
@@ -26,14 +27,22 @@ mod sandbox_lifecycle;
 mod secrets;
 mod sessions;
 mod supervisor;
+mod tools_list;
 mod transport;
 
 fn main() -> std::process::ExitCode {
+    // What the servers of these tests learn of their images is kept under target/,
+    // not in the user's own cache (set before any thread starts).
+    std::env::set_var(
+        code_sandbox_mcp::sandbox::environment_cache::CACHE_DIR_VAR,
+        common::root().join("target/test-cache"),
+    );
     common::harness::main(
         "tests/runtime",
         &[
             attacks::tests,
             audit::tests,
+            certificates::tests,
             e2e_clients::tests,
             export_attacks::tests,
             egress::tests,
@@ -51,6 +60,7 @@ fn main() -> std::process::ExitCode {
             secrets::tests,
             sessions::tests,
             supervisor::tests,
+            tools_list::tests,
             transport::tests,
         ],
     )

@@ -329,6 +329,12 @@ async fn descriptions_and_resources_name_the_packages_the_image_has() {
     let project = common::scratch("outputs-environments");
     let (image, mut server) = server_in(base, "environments", &project, "").await;
 
+    // The resource waits for the probe; the tool list never does (it names what is
+    // known at once), so it is read after the resource.
+    let read = server
+        .client
+        .request("resources/read", json!({"uri": "sandbox://environments"}))
+        .await;
     let python = description(&mut server, "run_python_code").await;
     // Named with the versions the image has, from its label's list.
     let probe = std::process::Command::new("docker")
@@ -347,10 +353,6 @@ async fn descriptions_and_resources_name_the_packages_the_image_has() {
     );
     assert!(python.contains("figures"), "{python}");
 
-    let read = server
-        .client
-        .request("resources/read", json!({"uri": "sandbox://environments"}))
-        .await;
     let text = read["result"]["contents"][0]["text"].as_str().unwrap();
     let environments: Value = serde_json::from_str(text).unwrap();
     let packages = environments["python"]["packages"].as_array().unwrap();

@@ -13,20 +13,23 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 crate::common::harness::tests! {
     multi_thread(2) an_allowed_package_installs_once_and_the_rest_is_refused needs common::DOCKER;
     multi_thread(2) an_allowed_npm_package_installs_once needs common::DOCKER;
+    multi_thread(2) a_failed_install_is_install_failed_with_the_installers_words_and_no_volume needs common::DOCKER;
+    multi_thread(2) an_index_nobody_serves_is_install_failed_naming_the_connection needs common::DOCKER;
+    sync cleanup_packages_removes_the_sets_unused_for_that_many_days needs common::DOCKER;
 }
 
 /// Removes a package set's volume when dropped, however the test ends: a set asked for
 /// from this test's own index (on a port of its own) is no other run's cache.
-struct SetVolume(String);
+pub(crate) struct SetVolume(pub(crate) String);
 
 impl SetVolume {
-    fn of(language: Language, image: &str, index: &str, spec: &str) -> SetVolume {
+    pub(crate) fn of(language: Language, image: &str, index: &str, spec: &str) -> SetVolume {
         let key =
             code_sandbox_mcp::sandbox::install::key(language, image, index, &[spec.to_string()]);
         SetVolume(code_sandbox_mcp::sandbox::install::volume_name(&key))
     }
 
-    fn exists(&self) -> bool {
+    pub(crate) fn exists(&self) -> bool {
         std::process::Command::new("docker")
             .args(["volume", "inspect", &self.0])
             .output()
@@ -46,7 +49,7 @@ impl Drop for SetVolume {
 /// carries what would run before the sandbox's guard in a Python started the usual
 /// way (a `sitecustomize`, a `usercustomize`, a `.pth` file): each leaves a file in
 /// /tmp if it ever runs.
-fn tiny_wheel() -> Vec<u8> {
+pub(crate) fn tiny_wheel() -> Vec<u8> {
     let dir = common::scratch("tiny-wheel");
     let path = dir.join("tinypkg-1.0-py3-none-any.whl");
     let script = "import base64, hashlib, sys, zipfile\n\
@@ -337,4 +340,165 @@ async fn an_allowed_npm_package_installs_once() {
     assert_eq!(structured(&refused)["status"], "invalid_input", "{refused}");
     server.close().await;
     assert!(volume.exists(), "the set's volume {} was kept", volume.0);
+}
+
+async fn a_failed_install_is_install_failed_with_the_installers_words_and_no_volume() {
+    // An index that has nothing: pip finds no version of the package.
+    let (port, requests) = serve_http(|_| None).await;
+    let image = TestImage::of(
+        common::library_image(Language::Python),
+        "packages-failed",
+        0,
+    );
+    let text = std::fs::read_to_string(&image.policy_path).unwrap();
+    std::fs::write(
+        &image.policy_path,
+        format!(
+            "{text}packages:\n  python: [tinypkg]\n  index:\n    python: \"http://localhost:{port}/simple\"\n"
+        ),
+    )
+    .unwrap();
+    let index = format!("http://localhost:{port}/simple");
+    let volume = SetVolume::of(Language::Python, &image.tag, &index, "tinypkg");
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    for attempt in 1..=2 {
+        let result = server
+            .client
+            .call_tool(
+                "run_python_code",
+                json!({"code": "import tinypkg", "packages": ["tinypkg"]}),
+            )
+            .await;
+        assert!(is_error(&result), "{result}");
+        let structured = structured(&result);
+        assert_eq!(structured["status"], "install_failed", "{result}");
+        assert_eq!(
+            structured["exit_code"],
+            serde_json::Value::Null,
+            "nothing ran: {result}"
+        );
+        let message = structured["message"].as_str().unwrap();
+        // pip's own words, and no invitation to loop.
+        assert!(
+            message.contains("No matching distribution found for tinypkg"),
+            "attempt {attempt}: {message}"
+        );
+        assert!(!message.contains("again may succeed"), "{message}");
+        assert!(message.contains("fails the same way"), "{message}");
+        // The index answered (with nothing): no connection is blamed.
+        assert!(!message.contains("could not reach"), "{message}");
+        // Nothing of the failed install is left behind.
+        assert!(
+            !volume.exists(),
+            "attempt {attempt}: {} was left behind",
+            volume.0
+        );
+    }
+    // Each attempt asked the index again: a failure is not cached as an install.
+    assert!(requests.load(Ordering::SeqCst) >= 2);
+    server.close().await;
+}
+
+async fn an_index_nobody_serves_is_install_failed_naming_the_connection() {
+    // A loopback port that was free a moment ago and that nobody listens on now.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let image = TestImage::of(
+        common::library_image(Language::Python),
+        "packages-unreachable",
+        0,
+    );
+    let text = std::fs::read_to_string(&image.policy_path).unwrap();
+    let index = format!("http://localhost:{port}/simple");
+    std::fs::write(
+        &image.policy_path,
+        format!("{text}packages:\n  python: [tinypkg]\n  index:\n    python: \"{index}\"\n"),
+    )
+    .unwrap();
+    let volume = SetVolume::of(Language::Python, &image.tag, &index, "tinypkg");
+    let mut server = InProcess::start(&image.policy_path, Vec::new()).await;
+    let result = server
+        .client
+        .call_tool(
+            "run_python_code",
+            json!({"code": "import tinypkg", "packages": ["tinypkg"]}),
+        )
+        .await;
+    assert!(is_error(&result), "{result}");
+    let structured = structured(&result);
+    assert_eq!(structured["status"], "install_failed", "{result}");
+    let message = structured["message"].as_str().unwrap();
+    // pip's words (it found no version), and the proxy's: why not.
+    assert!(
+        message.contains("No matching distribution found for tinypkg"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("could not reach: localhost:{port}")),
+        "{message}"
+    );
+    assert!(!message.contains("again may succeed"), "{message}");
+    assert!(!volume.exists(), "{} was left behind", volume.0);
+    server.close().await;
+}
+
+/// A package set's volume made for this test, with a last use recorded in `cache`
+/// `days_ago` days ago.
+fn recorded_set(cache: &std::path::Path, name: &str, days_ago: u64) -> SetVolume {
+    let made = std::process::Command::new("docker")
+        .args([
+            "volume",
+            "create",
+            "--label",
+            "code-sandbox-mcp.packages=test",
+            name,
+        ])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let record = cache.join("package-sets").join(name);
+    std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+    let file = std::fs::File::create(&record).unwrap();
+    let when = std::time::SystemTime::now() - std::time::Duration::from_secs(days_ago * 86_400);
+    file.set_modified(when).unwrap();
+    SetVolume(name.to_string())
+}
+
+fn cleanup_packages_removes_the_sets_unused_for_that_many_days() {
+    let dir = common::scratch("cleanup-packages");
+    let cache = dir.join("cache");
+    let unique = format!("code-sandbox-mcp-packages-test-{}", std::process::id());
+    // Ten thousand days: no set of anyone's is that old, so only this test's go.
+    let stale = recorded_set(&cache, &format!("{unique}-stale"), 20_000);
+    let fresh = recorded_set(&cache, &format!("{unique}-fresh"), 1);
+    let busy = recorded_set(&cache, &format!("{unique}-busy"), 20_000);
+    let user = std::process::Command::new("docker")
+        .args(["run", "-d", "--rm", "--network", "none", "-v"])
+        .arg(format!("{}:/set:ro", busy.0))
+        .args([common::LOCAL_IMAGE, "sleep", "120"])
+        .output()
+        .unwrap();
+    assert!(user.status.success(), "{user:?}");
+    let container = common::text(&user.stdout).trim().to_string();
+
+    let output = common::binary()
+        .args(["cleanup", "--packages", "10000"])
+        .env("CODE_SANDBOX_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    let _ = std::process::Command::new("docker")
+        .args(["rm", "-f", &container])
+        .output();
+    let stdout = common::text(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(!stale.exists(), "{stdout}");
+    assert!(stdout.contains(&format!("removed {}", stale.0)), "{stdout}");
+    assert!(fresh.exists(), "used a day ago: {stdout}");
+    assert!(busy.exists(), "a container uses it: {stdout}");
+    assert!(stdout.contains("1 in use by a container now"), "{stdout}");
+    // The removed set's record went with it.
+    assert!(!cache.join("package-sets").join(&stale.0).exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }

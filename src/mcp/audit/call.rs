@@ -69,7 +69,9 @@ impl Pending {
             RunStatus::Blocked => Phase::Blocked,
             RunStatus::Denied | RunStatus::InvalidInput | RunStatus::PolicyError => Phase::Refused,
             RunStatus::Cancelled => Phase::Cancelled,
-            RunStatus::EngineError | RunStatus::ShuttingDown => Phase::Failed,
+            RunStatus::EngineError | RunStatus::InstallFailed | RunStatus::ShuttingDown => {
+                Phase::Failed
+            }
         };
         entry.verdict = match result.status {
             RunStatus::Denied => Some("denied".into()),

@@ -88,6 +88,14 @@ pub struct PackageMount {
     pub writable: bool,
 }
 
+/// One package set's storage, as the engine lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageStorage {
+    pub name: String,
+    /// When the engine made it; `None` when it does not say.
+    pub created: Option<std::time::SystemTime>,
+}
+
 /// The output stream of a box: chunks of its stdout and stderr as they come, until
 /// its main process ends (or the backend loses it: an error).
 pub type BoxOutput =
@@ -221,6 +229,14 @@ pub trait Backend: Send + Sync {
     /// Makes the storage of a package set called `name` (for `key`) exist: empty when
     /// new, as an earlier install left it otherwise.
     async fn ensure_package_storage(&self, name: &str, key: &str) -> Result<(), SandboxError>;
+
+    /// Every package set's storage the engine has (any instance's), with when it was
+    /// made.
+    async fn package_storage(&self) -> Result<Vec<PackageStorage>, SandboxError>;
+
+    /// Removes the storage of the package set `name`. `Ok(false)`: a box still uses
+    /// it, and it stays.
+    async fn remove_package_storage(&self, name: &str) -> Result<bool, SandboxError>;
 
     /// Opens the route from this instance's boxes to an egress proxy of `purpose`
     /// (once per purpose): boxes started with [`BoxNetwork::Egress`] of it connect at

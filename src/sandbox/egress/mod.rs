@@ -53,8 +53,19 @@ pub struct Egress {
     purpose: EgressPurpose,
     /// The policy's secrets (runs only).
     declared: Vec<Secret>,
+    /// The policy's CA bundle (`certificates:`), PEM: trusted by the proxy's own TLS
+    /// and handed to boxes whose TLS it terminates, with the system's roots.
+    trusted: String,
     log: Arc<RefusalLog>,
     serving: OnceCell<Serving>,
+}
+
+/// The certificates of `pem` alone, each as PEM (anything else in the file is left out).
+fn extra_pem(pem: &str) -> String {
+    upstream_tls::certificates_from_pem(pem)
+        .iter()
+        .map(|der| upstream_tls::pem_certificate(der))
+        .collect()
 }
 
 /// A proxy that runs.
@@ -74,8 +85,17 @@ impl Egress {
         Egress {
             purpose,
             declared: secrets.to_vec(),
+            trusted: String::new(),
             log: Arc::default(),
             serving: OnceCell::new(),
+        }
+    }
+
+    /// This proxy, trusting the certificates of `pem` too (the policy's bundle).
+    pub fn trusting(self, pem: Option<&str>) -> Egress {
+        Egress {
+            trusted: pem.unwrap_or_default().to_string(),
+            ..self
         }
     }
 
@@ -111,8 +131,9 @@ impl Egress {
             let authority = authority::Authority::new(backend.instance_id(), &secret_hosts)
                 .map_err(SandboxError::LayerUnavailable)?;
             let trust = format!(
-                "{}{}",
+                "{}{}{}",
                 upstream_tls::Roots::get().pem(),
+                extra_pem(&self.trusted),
                 authority.certificate_pem()
             );
             backend.publish_egress_trust(self.purpose, &trust).await?;
@@ -139,7 +160,9 @@ impl Egress {
             caps: limits::Caps::for_this_process(),
             secrets: secrets.clone(),
             interceptor,
-            upstream_tls: upstream_tls::UpstreamTls::system(),
+            upstream_tls: upstream_tls::UpstreamTls::system_and(
+                upstream_tls::certificates_from_pem(&self.trusted),
+            ),
             resolve: None,
         };
         let serve = tokio::spawn(proxy::serve(listener, Arc::new(proxy)));

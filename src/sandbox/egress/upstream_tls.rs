@@ -4,6 +4,9 @@
 //! named by `SSL_CERT_FILE` / `SSL_CERT_DIR` in the server's own environment (how a
 //! private CA is trusted, tests' included). Read once, on first use.
 //!
+//! The policy's `certificates:` (a CA bundle for a network whose proxy inspects TLS)
+//! are trusted besides them.
+//!
 //! The same roots, as PEM, are the trust the boxes get when the proxy terminates TLS
 //! for them (with this instance's CA added), so a box verifies exactly what the server
 //! would.
@@ -53,6 +56,27 @@ impl Roots {
     }
 }
 
+/// The certificates of a PEM text (blocks other than certificates are skipped, as is
+/// a block whose base64 does not decode).
+pub fn certificates_from_pem(pem: &str) -> Vec<CertificateDer<'static>> {
+    let mut found = Vec::new();
+    let mut body: Option<String> = None;
+    for line in pem.lines().map(str::trim) {
+        match (&mut body, line) {
+            (None, "-----BEGIN CERTIFICATE-----") => body = Some(String::new()),
+            (Some(text), "-----END CERTIFICATE-----") => {
+                if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(text.as_bytes()) {
+                    found.push(CertificateDer::from(der));
+                }
+                body = None;
+            }
+            (Some(text), line) => text.push_str(line),
+            (None, _) => {}
+        }
+    }
+    found
+}
+
 /// One certificate as PEM.
 pub fn pem_certificate(der: &[u8]) -> String {
     let body = base64::engine::general_purpose::STANDARD.encode(der);
@@ -69,14 +93,17 @@ pub fn pem_certificate(der: &[u8]) -> String {
 /// configuration on first use.
 pub struct UpstreamTls {
     roots: Option<Vec<CertificateDer<'static>>>,
+    /// Trusted besides the system's (the policy's `certificates:`).
+    extra: Vec<CertificateDer<'static>>,
     config: OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
 }
 
 impl UpstreamTls {
-    /// Verifying with the roots this server trusts ([`Roots`]).
-    pub fn system() -> UpstreamTls {
+    /// Verifying with the roots this server trusts ([`Roots`]) and `extra`.
+    pub fn system_and(extra: Vec<CertificateDer<'static>>) -> UpstreamTls {
         UpstreamTls {
             roots: None,
+            extra,
             config: OnceLock::new(),
         }
     }
@@ -86,6 +113,7 @@ impl UpstreamTls {
     pub fn with_roots(roots: Vec<CertificateDer<'static>>) -> UpstreamTls {
         UpstreamTls {
             roots: Some(roots),
+            extra: Vec::new(),
             config: OnceLock::new(),
         }
     }
@@ -99,7 +127,8 @@ impl UpstreamTls {
                     None => (system.certificates.as_slice(), system.problems.as_slice()),
                 };
                 let mut store = rustls::RootCertStore::empty();
-                let (added, _) = store.add_parsable_certificates(certificates.iter().cloned());
+                let (added, _) = store
+                    .add_parsable_certificates(certificates.iter().chain(&self.extra).cloned());
                 if added == 0 {
                     return Err(format!(
                         "this server trusts no certificate authority (none found on the \
@@ -139,5 +168,25 @@ impl UpstreamTls {
             .connect(name, stream)
             .await
             .map_err(|e| format!("TLS to {host} failed: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pem_bundle_gives_its_certificates_and_nothing_else() {
+        let one = pem_certificate(b"first");
+        let two = pem_certificate(b"second");
+        let bundle = format!(
+            "# a comment\n{one}-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n{two}\
+             -----BEGIN CERTIFICATE-----\n!!not base64!!\n-----END CERTIFICATE-----\n"
+        );
+        let found = certificates_from_pem(&bundle);
+        let found: Vec<&[u8]> = found.iter().map(|der| der.as_ref()).collect();
+        assert_eq!(found, [&b"first"[..], &b"second"[..]]);
+        // Written back, each is the same PEM.
+        assert_eq!(pem_certificate(found[0]), one);
     }
 }

@@ -1,10 +1,12 @@
 //! The README is the quick start: it opens with the two commands a new user needs
-//! (install-and-run, and the test command exactly as `.ci/run` calls it), stays within
+//! (install-and-run, and the test command exactly as `.ci/run` calls it), installs
+//! nothing by a distribution name that is not this project's, stays within
 //! 300 lines with a contents list, and its fastmcp example is the script the
 //! end-to-end test runs (tests/e2e/fastmcp_example.py), so the example cannot rot.
 
 crate::common::harness::tests! {
     sync the_readme_opens_with_the_install_and_test_commands;
+    sync the_docs_install_no_distribution_named_as_someone_elses;
     sync the_readme_stays_a_quick_start;
     sync the_readme_fastmcp_example_is_the_script_the_tests_run;
 }
@@ -41,7 +43,7 @@ fn the_readme_opens_with_the_install_and_test_commands() {
     assert!(
         opening
             .iter()
-            .any(|line| line.starts_with("pip install . && code-sandbox-mcp ")),
+            .any(|line| line.starts_with("cargo install --locked --path . && code-sandbox-mcp ")),
         "the README's first lines must be the install-and-run command: {opening:#?}"
     );
     assert!(
@@ -55,6 +57,56 @@ fn the_readme_opens_with_the_install_and_test_commands() {
         ci.lines().any(|line| line.trim() == "cargo test --locked"),
         ".ci/run must run the README's test command, `cargo test --locked`"
     );
+}
+
+/// `code-sandbox-mcp` on PyPI is another project: an install command in the docs naming
+/// it (rather than `code-sandbox-mcp-server`, this project's distribution, or the
+/// checkout) would install that one.
+fn the_docs_install_no_distribution_named_as_someone_elses() {
+    let root = crate::common::root();
+    let mut pages = vec![root.join("README.md")];
+    pages.extend(
+        std::fs::read_dir(root.join("docs"))
+            .expect("docs/")
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|path| path.extension().is_some_and(|e| e == "md")),
+    );
+    let taken = installs_of_the_taken_name();
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        // Commands are in fenced blocks; prose may name the wrong command to warn of it.
+        let mut fenced = false;
+        for (number, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if !fenced {
+                continue;
+            }
+            for pattern in &taken {
+                assert!(
+                    !line.contains(pattern.as_str()) || line.contains(&format!("{pattern}-server")),
+                    "{}:{}: `{pattern}` installs another project's package: {line}",
+                    page.display(),
+                    number + 1
+                );
+            }
+        }
+    }
+}
+
+/// The ways of installing a distribution by name that would fetch `code-sandbox-mcp`.
+fn installs_of_the_taken_name() -> Vec<String> {
+    [
+        "uvx code-sandbox-mcp",
+        "pipx install code-sandbox-mcp",
+        "pip install code-sandbox-mcp",
+        "uv tool install code-sandbox-mcp",
+        "pipx run code-sandbox-mcp",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 fn the_readme_stays_a_quick_start() {

@@ -4,9 +4,9 @@
 //! A box is a container whose main process is the given command behind a minimal
 //! init, attached (`container`); the box assets live in a volume per image, filled
 //! once by a setup container of the image that also probes it (`setup`); a package
-//! set is a named volume; the egress route is a Unix socket on this host, in a folder
-//! of this instance's, bind-mounted into the container, and a connection's box is
-//! known from the peer's cgroup (`egress`). Every container and volume carries this
+//! set is a named volume (`package_volumes` lists and prunes them); the egress route
+//! is a Unix socket on this host, in a folder of this instance's, bind-mounted into
+//! the container, and a connection's box is known from the peer's cgroup (`egress`). Every container and volume carries this
 //! instance's labels (`instance`), which is what lets a later instance sweep what a
 //! process that died left behind.
 //!
@@ -19,6 +19,7 @@ mod container;
 mod egress;
 mod images;
 mod instance;
+mod package_volumes;
 mod setup;
 
 pub use connect::{candidates, Endpoint, Machine};
@@ -219,6 +220,16 @@ impl Backend for DockerBackend {
     async fn ensure_package_storage(&self, name: &str, key: &str) -> Result<(), SandboxError> {
         let docker = self.docker().await?;
         container::create_package_volume(&docker, name, key).await
+    }
+
+    async fn package_storage(&self) -> Result<Vec<super::PackageStorage>, SandboxError> {
+        let docker = self.docker().await?;
+        package_volumes::list(&docker).await
+    }
+
+    async fn remove_package_storage(&self, name: &str) -> Result<bool, SandboxError> {
+        let docker = self.docker().await?;
+        package_volumes::remove(&docker, name).await
     }
 
     async fn open_egress(
