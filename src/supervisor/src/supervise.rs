@@ -401,8 +401,18 @@ impl Supervisor {
             self.deliver();
             return;
         }
+        // Read what the call names while its thread still waits for the answer: once
+        // refused, the program runs on and may free or reuse that memory (a report then
+        // named `dbin/sh` for `/bin/sh`). The read counts only if the call still waits
+        // after it (seccomp_unotify(2): the thread may have been interrupted meanwhile).
+        let (syscall, mut detail) = describe(&call);
+        if !self
+            .listener()
+            .is_some_and(|listener| listener.still_waiting(call.id))
+        {
+            detail = format!("{detail} (as read after the call went away)");
+        }
         self.refuse(call.id);
-        let (syscall, detail) = describe(&call);
         self.send(FromBox::Refused { syscall, detail });
     }
 
