@@ -12,8 +12,8 @@
 //!
 //! No dependencies, std only: the main crate's build script compiles it with `rustc`
 //! as a static binary and embeds it, so it needs nothing in the image. The
-//! [`wire`] module, the filter and the settings are plain Rust, tested on any host; the
-//! rest is Linux (x86-64, aarch64).
+//! [`wire`] module is plain Rust, built and tested on any host (the server uses it);
+//! the rest is built for Linux on x86-64 and aarch64 only, where its unit tests run.
 
 pub mod wire;
 
