@@ -716,8 +716,34 @@
   takeModulesIn(header.env);
   applyEnv(header.env);
   process.argv[1] = main;
+  exitWhenDone();
   // Started from the event loop, so no frame of this file is under the snippet's.
   setImmediate(runMain);
+
+  // Once every 'exit' listener has run (the snippet's too), the process exits at once
+  // with the code Node would exit with, instead of tearing down the environment, the
+  // isolate and the platform first: milliseconds that change nothing the program can
+  // see (stdout and stderr are synchronous here, pipes and files alike). A listener
+  // that throws skips this and Node handles it as ever, and so does an uncaught
+  // exception (Node emits 'exit' before it prints the error). The supervisor reports
+  // the status the kernel gives for this exit; nothing here decides it.
+  function exitWhenDone() {
+    const emit = process.emit;
+    let fatal = false;
+    process.emit = function (type) {
+      const result = apply(emit, this, arguments);
+      if (this === process) {
+        // No listener took it: Node ends the process with this error, printed after 'exit'.
+        if (type === 'uncaughtException' && result === false) fatal = true;
+        // Node marks its own exit so: a snippet emitting 'exit' itself only calls listeners.
+        if (type === 'exit' && process._exiting === true && !fatal) {
+          const code = process.exitCode;
+          reallyExit(code === undefined || code === null ? Number(arguments[1]) || 0 : Number(code) || 0);
+        }
+      }
+      return result;
+    };
+  }
 
   // Calls one after another in this one context, as Node's REPL runs its lines: scripts
   // share the global scope, so top-level `let`, `const`, `class` and functions of one
