@@ -160,7 +160,7 @@ sections! {
         preload,
     }
     PreloadFile => Preload { python, javascript }
-    SessionsFile => SessionSettings { allowed, max, idle_timeout, max_lifetime }
+    SessionsFile => SessionSettings { allowed, max, idle_timeout, max_lifetime, settle }
     OutputsFile => Outputs {
         files,
         figures,

@@ -171,6 +171,11 @@ pub struct SessionsFile {
     /// A session ends this long after it started, however busy.
     #[serde(default, deserialize_with = "checked::timeout")]
     pub max_lifetime: Option<HumanDuration>,
+    /// How long a JavaScript session call waits, once its code has run, for the timers,
+    /// requests and promise callbacks it started (as Node's REPL shows their output
+    /// with the line that started them); what still runs then is said, and its output
+    /// comes with a later call. Never past the call's own timeout. `0s`: no wait.
+    pub settle: Option<HumanDuration>,
 }
 
 /// What comes back from a run besides stdout and stderr.
@@ -576,6 +581,8 @@ pub struct SessionSettings {
     pub idle_timeout: HumanDuration,
     /// A session ends this long after it started, however busy.
     pub max_lifetime: HumanDuration,
+    /// How long a JavaScript call waits for the work it started to settle.
+    pub settle: HumanDuration,
 }
 
 impl Default for SessionSettings {
@@ -585,6 +592,7 @@ impl Default for SessionSettings {
             max: 4,
             idle_timeout: HumanDuration(Duration::from_secs(600)),
             max_lifetime: HumanDuration(Duration::from_secs(3600)),
+            settle: HumanDuration(Duration::from_secs(1)),
         }
     }
 }

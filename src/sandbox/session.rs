@@ -241,6 +241,16 @@ impl Sessions {
     }
 }
 
+/// The variable that tells a JavaScript session's guard how long this call may wait
+/// for the work it started to settle; the guard takes it out of the environment.
+const SETTLE_VARIABLE: &str = "CODE_SANDBOX_SETTLE";
+
+/// `<settle ms>/<timeout ms>`: the guard waits at most the policy's `sessions.settle`,
+/// and stops short of the call's own timeout, which would end the session.
+fn settle_value(settle: Duration, timeout: Duration) -> String {
+    format!("{}/{}", settle.as_millis(), timeout.as_millis())
+}
+
 /// How a session's calls run, and how sessions end.
 impl Sessions {
     /// Runs one call in the session `name` of `owner` (opening it, and starting its
@@ -295,10 +305,18 @@ impl Sessions {
             Language::Python => (request.code.clone(), false),
             Language::JavaScript => crate::analysis::javascript::session_script(&request.code),
         };
+        let mut env = super::modules_in::with_digests(&request.env, language, &request.files);
+        if language == Language::JavaScript {
+            env.retain(|(name, _)| name != SETTLE_VARIABLE);
+            env.push((
+                SETTLE_VARIABLE.to_string(),
+                settle_value(core.policy.sessions.settle.0, timeout),
+            ));
+        }
         let program = Program {
             file: "",
             code: code.into_bytes(),
-            env: super::modules_in::with_digests(&request.env, language, &request.files),
+            env,
             tap: request.tap.clone(),
             call: Some((call, awaits)),
             files: request.files.clone(),
@@ -410,6 +428,7 @@ mod tests {
             max,
             idle_timeout: HumanDuration(Duration::from_secs(60)),
             max_lifetime: HumanDuration(Duration::from_secs(600)),
+            settle: HumanDuration(Duration::from_secs(1)),
         }
     }
 

@@ -319,6 +319,32 @@ async fn modules_handed_in_are_checked_and_importable() {
         text_of(&changed).contains("changed since it was checked"),
         "{changed}"
     );
+    // ES modules: a module handed in is imported (statically and with `import()`),
+    // JSON handed in is data; one the program changed first is refused as it loads.
+    let esm = json!({ "path": "lib/h.mjs", "content": "export const double = (x) => 2 * x;\n" });
+    let config = json!({ "path": "config.json", "content": "{\"factor\": 5}" });
+    let imported = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({ "code": "import { double } from './lib/h.mjs';\nimport config from './config.json' with { type: 'json' };\nimport h from './lib/helpers.js';\nconst again = await import('./lib/h.mjs');\nconsole.log(double(21), config.factor, h.double(1), again.double(2));", "files": [esm, config, lib] }),
+        )
+        .await;
+    assert_eq!(structured(&imported)["stdout"], "42 5 2 4\n", "{imported}");
+    assert_eq!(structured(&imported)["status"], "completed", "{imported}");
+    let changed = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({ "code": "import { writeFileSync } from 'node:fs';\nwriteFileSync('lib/h.mjs', 'console.log(\"changed\"); export const double = 0;');\nconst m = await import('./lib/h.mjs');\nconsole.log(m.double);", "files": [esm] }),
+        )
+        .await;
+    assert_eq!(structured(&changed)["status"], "blocked", "{changed}");
+    assert_eq!(structured(&changed)["stdout"], "", "{changed}");
+    assert!(
+        text_of(&changed).contains("import of a module handed in, changed since it was checked"),
+        "{changed}"
+    );
     // In a session, a module handed in with one call is required by a later one.
     for (code, files, expected) in [
         ("console.log(1)", json!([lib]), "1\n"),

@@ -41,6 +41,10 @@ impl<'a> Analyzer<'a> {
             return;
         };
         let specifier = self.string_value(source).into_owned();
+        // `import data from './a.json' with { type: 'json' }`: data, as with `require`.
+        if is_json_file(&specifier) {
+            return;
+        }
         self.push_file_code(statement, &specifier);
         let module = normalize(&specifier).to_string();
         self.push(statement, FactKind::Import { module });

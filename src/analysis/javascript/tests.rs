@@ -236,6 +236,26 @@ fn a_json_file_is_data_however_its_name_is_computed() {
         assert!(lacks(&source, "dynamic"), "{load}");
         assert!(lacks(&source, "import ./"), "{load}");
     }
+    // ES imports of JSON, with the attribute Node needs for it.
+    for source in [
+        "import config from './config.json' with { type: 'json' };",
+        "import data from '/tmp/data.json' with { type: 'json' };",
+    ] {
+        assert!(lacks(source, "dynamic"), "{source}");
+        assert!(lacks(source, "import "), "{source}");
+    }
+    // A URL or a bare `.json` is not a JSON file's path.
+    for source in [
+        "import 'data:text/javascript,x//.json';",
+        "import './.json';",
+    ] {
+        let all = facts(source);
+        assert!(
+            all.iter()
+                .any(|f| f.contains("dynamic") || f.contains("import ")),
+            "{source}: {all:?}"
+        );
+    }
     for load in [
         "require(env)",
         "require(path.join(__dirname, env))",

@@ -71,6 +71,9 @@
   const apply = Reflect.apply;
   const realpathSync = fs.realpathSync;
   const pathResolve = require('path').resolve;
+  // The way the modules handed in reach the ES module hooks' thread (see `takeModulesIn`).
+  const hooksChannel = typeof MessageChannel === 'function' ? new MessageChannel() : null;
+  const postToHooks = hooksChannel ? hooksChannel.port1.postMessage : null;
   // String methods, called through `apply`: the snippet may replace the prototype's.
   const uncurry = (method) => (self, a, b) => apply(method, self, [a, b]);
   const startsWith = uncurry(String.prototype.startsWith);
@@ -134,9 +137,13 @@
     delete env.CODE_SANDBOX_MODULES_IN;
     const map = typeof listed === 'string' ? parseJson(listed) : {};
     const paths = ownNames(map);
+    const news = { __proto__: null };
     for (let i = 0; i < paths.length; i++) {
-      if (typeof map[paths[i]] === 'string') modulesIn[paths[i]] = map[paths[i]];
+      if (typeof map[paths[i]] === 'string') modulesIn[paths[i]] = news[paths[i]] = map[paths[i]];
     }
+    // The hooks' thread takes them before it resolves the program's first import: a
+    // message posted is in the port's queue at once, and it reads that queue itself.
+    if (paths.length && postToHooks) apply(postToHooks, hooksChannel.port1, [{ ...news }]);
   };
   const sha256 = (text) => {
     const hash = createHash('sha256');
@@ -414,17 +421,33 @@
           writeSync(3, JSON.stringify({ rule: rule.id, message: rule.message, layer: 'node-guard',
             attempted: String(what).slice(0, 200), line: null }) + '\\n');
         } catch {}
-        return {
-          shortCircuit: true,
-          url: 'data:text/javascript,' + encodeURIComponent(
-            'globalThis[Symbol.for("code-sandbox-mcp.guard")]();'),
-        };
+        return { shortCircuit: true, url: 'data:text/javascript,' + encodeURIComponent(refusing) };
       };
+      // What a refused module is replaced with: it ends the process when it runs.
+      const refusing = 'globalThis[Symbol.for("code-sandbox-mcp.guard")]();';
       // Judged after resolution: the URL as the WHATWG parser reads it (tabs and
       // newlines in \`d\\tata:\` are gone), a file by its real path, a package's
       // "imports" map by the built-in it names.
       import { realpathSync } from 'node:fs';
       import { fileURLToPath } from 'node:url';
+      import { receiveMessageOnPort } from 'node:worker_threads';
+      import { createHash } from 'node:crypto';
+      // Modules handed in with the program (real path -> SHA-256 of the source the
+      // static check read), posted by the main thread as each program arrives.
+      let port = null;
+      const modulesIn = new Map();
+      export function initialize(data) {
+        port = (data && data.port) || null;
+      }
+      const takeNews = () => {
+        for (let message = port && receiveMessageOnPort(port); message; message = receiveMessageOnPort(port)) {
+          for (const [path, digest] of Object.entries(message.message)) modulesIn.set(path, digest);
+        }
+      };
+      const handedIn = (path) => {
+        takeNews();
+        return modulesIn.get(path);
+      };
       const writable = ${stringify(writable)};
       const denied = ${stringify(deniedBuiltins)};
       const isWritten = (path) => writable.some((dir) => path === dir || path.startsWith(dir + '/'));
@@ -455,16 +478,43 @@
           }
           return resolved;
         }
-        if (protocol === 'file:' && url !== mainUrl) {
-          let path = fileURLToPath(url);
-          try { path = realpathSync(path); } catch {}
-          if (isWritten(path)) return refuse('import of a file written at run time: ' + path, null, 'file');
-        }
         return resolved;
+      }
+      // A file the program could have written is judged by what the loader read from
+      // it for compiling: JSON is data; an ES module (or WebAssembly) runs only when it
+      // was handed in with the program and its bytes are the ones the static check
+      // read (the digest the server sent); a CommonJS one comes without source here,
+      // and the CommonJS loader's \`_compile\` makes the same comparison.
+      export async function load(url, context, next) {
+        const loaded = await next(url, context);
+        if (typeof url !== 'string' || !url.startsWith('file:') || url === mainUrl) return loaded;
+        let path = fileURLToPath(url);
+        try { path = realpathSync(path); } catch {}
+        if (!isWritten(path) || loaded.format === 'json' || loaded.source === null || loaded.source === undefined) {
+          return loaded;
+        }
+        const expected = handedIn(path);
+        const source = loaded.source;
+        const digest = createHash('sha256').update(typeof source === 'string' ? source : new Uint8Array(source.buffer || source, source.byteOffset || 0, source.byteLength)).digest('hex');
+        if (expected === undefined || digest !== expected) {
+          const what = expected === undefined ? 'import of a file written at run time: ' : 'import of a module handed in, changed since it was checked: ';
+          refuse(what + path, null, 'file');
+          return { format: 'module', source: refusing, shortCircuit: true };
+        }
+        return loaded;
       }
     `;
     if (settings.module_hooks && typeof Module.register === 'function') {
-      Module.register('data:text/javascript,' + encodeURIComponent(hooks));
+      if (hooksChannel) {
+        // The main thread's end only posts: it keeps nothing alive.
+        hooksChannel.port1.unref();
+        Module.register('data:text/javascript,' + encodeURIComponent(hooks), {
+          data: { port: hooksChannel.port2 },
+          transferList: [hooksChannel.port2],
+        });
+      } else {
+        Module.register('data:text/javascript,' + encodeURIComponent(hooks));
+      }
     }
     const noMoreHooks = reporter(codeRule, 'module.register');
     for (const name of ['register', 'registerHooks']) {
@@ -755,8 +805,20 @@
     const getActive = process.getActiveResourcesInfo;
     const now = Date.now;
     // How long a call waits for the work it scheduled (timers, I/O, promises) to settle
-    // before it is done; what still runs then is said, and its output comes later.
-    const grace = Math.max(0, Number(settings.session_grace_ms) || 1000);
+    // before it is done; what still runs then is said, and its output comes later. The
+    // server says it with each call (the policy's `sessions.settle`, and the call's
+    // timeout, which the wait stops short of: reaching it would end the session).
+    const settleFor = (env) => {
+      const value = env && typeof env.CODE_SANDBOX_SETTLE === 'string' ? env.CODE_SANDBOX_SETTLE : '';
+      if (env) delete env.CODE_SANDBOX_SETTLE;
+      const parts = split(value, '/');
+      const wait = Number(parts[0]);
+      const limit = Number(parts[1]);
+      return {
+        wait: parts[0] !== '' && wait >= 0 ? wait : 1000,
+        limit: limit > 0 ? limit : Infinity,
+      };
+    };
     const uncaught = (error) => {
       reportRefusal(error);
       const text = error && error.stack ? String(error.stack) : String(error);
@@ -766,8 +828,9 @@
     // Timers, sockets, requests under way: compared with their number when the call
     // began, so the session's own (its stdio) and earlier calls' are not waited for.
     const busy = () => apply(getActive, process, []).length;
-    const settle = async (before) => {
-      const until = now() + grace;
+    const settle = async (before, started, bounds) => {
+      // A margin for the result's way back before the call's time is up.
+      const until = Math.min(now() + bounds.wait, started + bounds.limit - 250);
       let left = busy();
       while (left > before && now() < until) {
         await new Promise((resolve) => setTimeout(resolve, 5));
@@ -790,6 +853,8 @@
     let envSet = false;
     const serve = async (status) => {
       const { header, code } = nextProgram(status);
+      const started = now();
+      const bounds = settleFor(header.env);
       takeModulesIn(header.env);
       if (!envSet) {
         applyEnv(header.env);
@@ -810,7 +875,7 @@
       // What the call scheduled to run at once (promise callbacks, immediates) runs
       // before the call is done, and what it scheduled for later for a short while.
       await new Promise((resolve) => setImmediate(resolve));
-      const running = await settle(before);
+      const running = await settle(before, started, bounds);
       if (running > 0) {
         writeSync(2, `code-sandbox-mcp: ${running} timer(s) or request(s) this call started still run in the background; what they print comes with a later call\n`);
       }
