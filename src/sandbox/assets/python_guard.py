@@ -360,7 +360,7 @@ def _finish(code, namespace):
     milliseconds for the standard library alone and about 90 ms once pandas is
     imported, and Python does not promise finalizers at exit (objects in reference
     cycles keep theirs unrun, as under `os._exit`). The supervisor reports the status
-    the kernel gives for this exit; nothing here decides it."""
+    this exit names to the kernel; nothing here decides it."""
     import atexit
     import os
     import sys
@@ -391,6 +391,14 @@ def _finish(code, namespace):
             flushed = False
     if not flushed and code == 0:
         code = 120
+    # Its output and records pipes are closed before it exits, so that the supervisor,
+    # told of the `exit_group` by the kernel, reports the end without waiting for the
+    # kernel to tear the process down.
+    for fd in (1, 2, 3):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
     exit_now(code & 0xFF if isinstance(code, int) else 1)
 
 

@@ -166,6 +166,7 @@ pub fn spawn(how: &Spawn) -> Result<Child, String> {
         floor: how.floor,
         exec_path: path.as_ptr() as u64,
         supervisor,
+        notify: how.notify,
     })
     .map_err(|e| format!("the seccomp filter does not build: {e:?}"))?;
     let mut filter_insns: Vec<Insn> = filter.instructions().to_vec();
@@ -398,8 +399,10 @@ fn fail(what: &[u8], errno: Errno) -> ! {
         let _ = sys::call(sys::WRITE, &[2, prefix.as_ptr() as usize, prefix.len()]);
         let _ = sys::call(sys::WRITE, &[2, what.as_ptr() as usize, what.len()]);
         let _ = sys::call(sys::WRITE, &[2, code.as_ptr() as usize, code.len()]);
+        // `exit`, not `exit_group`: the filter may hand `exit_group` to a supervisor
+        // that never got the listener. This process has one thread, so `exit` ends it.
         loop {
-            let _ = sys::call(sys::EXIT_GROUP, &[127]);
+            let _ = sys::call(sys::EXIT, &[127]);
         }
     }
 }

@@ -16,6 +16,9 @@
 //! - the call channel: a `read` of one of the channel's fd numbers ([`CHANNEL`]) is
 //!   handed to the supervisor (`SECCOMP_RET_USER_NOTIF`), which answers it only for the
 //!   interpreter's main thread (see [`crate::supervise`]);
+//! - with user notification, `exit_group` is handed to the supervisor, which lets it
+//!   proceed at once: its argument is the status the process is ending with, known
+//!   before the kernel has torn the process down (which takes milliseconds for Node);
 //! - with the floor (a policy that denies starting processes): `execve` passes only
 //!   when its path argument is the one address the supervisor's own `execve` of the
 //!   interpreter names; any other `execve`, `execveat`, `fork`, `vfork`, and a `clone`
@@ -136,6 +139,9 @@ pub struct Rules {
     pub exec_path: u64,
     /// The supervisor's pid (and process group), as the interpreter sees it.
     pub supervisor: u32,
+    /// A listener takes user notifications: `exit_group` goes to it. (Without one a
+    /// notified call fails, and a failed `exit_group` would leave the process running.)
+    pub notify: bool,
 }
 
 /// Where a jump goes; resolved to relative offsets once the program is laid out.
@@ -239,6 +245,9 @@ impl Filter {
             self.jump(JEQ_K, nr, To::Signal, To::Next)?;
         }
         self.jump(JEQ_K, sys::READ, To::Read, To::Next)?;
+        if rules.notify {
+            self.jump(JEQ_K, sys::EXIT_GROUP, To::Notify, To::Next)?;
+        }
         if rules.floor {
             self.jump(JEQ_K, sys::EXECVE, To::Exec, To::Next)?;
             self.jump(JEQ_K, sys::EXECVEAT, To::Notify, To::Next)?;
@@ -372,11 +381,16 @@ mod tests {
             floor,
             exec_path: PATH,
             supervisor: SUPERVISOR,
+            notify: true,
         }
     }
 
     fn decide(floor: bool, nr: u32, arg0: u64) -> u32 {
-        let filter = Filter::build(rules(floor)).expect("the filter builds");
+        decide_under(rules(floor), nr, arg0)
+    }
+
+    fn decide_under(rules: Rules, nr: u32, arg0: u64) -> u32 {
+        let filter = Filter::build(rules).expect("the filter builds");
         let data = Data {
             nr,
             arch: sys::AUDIT_ARCH,
@@ -465,6 +479,20 @@ mod tests {
                 RET_USER_NOTIF,
                 "{other:#x}"
             );
+        }
+    }
+
+    #[test]
+    fn exit_group_goes_to_the_supervisor_only_where_a_listener_takes_it() {
+        for floor in [true, false] {
+            assert_eq!(decide(floor, sys::EXIT_GROUP, 3), RET_USER_NOTIF);
+            // A thread's own `exit` is no process's end.
+            assert_eq!(decide(floor, sys::EXIT, 3), RET_ALLOW);
+            let without = Rules {
+                notify: false,
+                ..rules(floor)
+            };
+            assert_eq!(decide_under(without, sys::EXIT_GROUP, 3), RET_ALLOW);
         }
     }
 

@@ -49,6 +49,7 @@ const IOCTL_SEND: usize = 0xc018_2101;
 const IOCTL_ID_VALID: usize = 0x4008_2102;
 const IOCTL_ADDFD: usize = 0x4018_2103;
 const ADDFD_FLAG_SEND: u32 = 1 << 1;
+const FLAG_CONTINUE: u32 = 1;
 const O_CLOEXEC: u32 = 0o2000000;
 /// `SECCOMP_GET_NOTIF_SIZES`.
 const GET_NOTIF_SIZES: usize = 3;
@@ -101,6 +102,19 @@ impl Listener {
             )
         }
         .is_ok()
+    }
+
+    /// Lets the call `id` proceed as if no filter had stopped it
+    /// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). Only for a call whose arguments the
+    /// supervisor does not judge: the process may change them before the kernel reads
+    /// them (`exit_group`'s status is a register, copied with the notification).
+    pub fn proceed(&self, id: u64) -> Result<(), Errno> {
+        self.send(Response {
+            id,
+            val: 0,
+            error: 0,
+            flags: FLAG_CONTINUE,
+        })
     }
 
     /// Fails the call `id` with `errno`.

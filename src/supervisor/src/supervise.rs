@@ -177,6 +177,10 @@ struct Supervisor {
     stdout_open: bool,
     stderr_open: bool,
     records_open: bool,
+    /// The status the interpreter's `exit_group` named: it is ending, and its end is
+    /// reported as soon as its output is all read, not after the kernel has torn it
+    /// down.
+    exiting: Option<i32>,
 }
 
 impl Supervisor {
@@ -202,6 +206,7 @@ impl Supervisor {
             stdout_open: true,
             stderr_open: true,
             records_open: true,
+            exiting: None,
         }
     }
 
@@ -265,7 +270,14 @@ impl Supervisor {
                 self.on_input();
             }
             if ready(5) || (self.pidfd < 0 && !self.stdout_open && !self.stderr_open) {
-                return self.on_exit();
+                return self.on_exit(None);
+            }
+            // It called `exit_group` and nothing can write its pipes any more (it closed
+            // them first): its end is known.
+            if let Some(code) = self.exiting {
+                if !self.stdout_open && !self.stderr_open && !self.records_open {
+                    return self.on_exit(Some(Status::Exited(code)));
+                }
             }
         }
     }
@@ -380,6 +392,16 @@ impl Supervisor {
             return; // no listener, or the call went away before we looked
         };
         let nr = call.data.nr as u32;
+        if nr == sys::EXIT_GROUP {
+            // The status is the call's argument, as the kernel copied it: the exit
+            // status `wait4` will give (`exit_group` cannot fail, and its code is fixed
+            // once it proceeds). No thread runs the program's code after it.
+            self.exiting = Some((call.data.args[0] & 0xff) as i32);
+            if let Some(listener) = self.listener() {
+                let _ = listener.proceed(call.id);
+            }
+            return;
+        }
         let fd = call.data.args[0] as u32;
         if nr == sys::READ && CHANNEL.contains(&fd) {
             if call.pid != self.child.pid {
@@ -414,6 +436,15 @@ impl Supervisor {
         }
         self.refuse(call.id);
         self.send(FromBox::Refused { syscall, detail });
+    }
+
+    /// Whether a notification waits to be received, without waiting for one.
+    fn pending_notification(&self) -> bool {
+        let Some(listener) = self.listener() else {
+            return false;
+        };
+        let mut fds = [watch(listener.fd)];
+        poll(&mut fds, Some(Duration::ZERO)).is_ok() && fds[0].revents & POLLIN != 0
     }
 
     fn listener(&self) -> Option<&notify::Listener> {
@@ -546,9 +577,16 @@ impl Supervisor {
         }
     }
 
-    /// The interpreter is gone: the rest of its output, its files, how it ended.
-    fn on_exit(mut self) -> i32 {
-        let status = wait(self.child.pid);
+    /// The interpreter is gone (or going: `known`, from its `exit_group`, with its
+    /// output all read): the rest of its output, its files, how it ended.
+    fn on_exit(mut self, known: Option<Status>) -> i32 {
+        if known.is_some() {
+            // Calls its other threads made before `exit_group` stopped them.
+            while self.pending_notification() {
+                self.on_notification();
+            }
+        }
+        let status = known.unwrap_or_else(|| wait(self.child.pid));
         let deadline = Instant::now() + EXIT_GRACE;
         while self.stdout_open || self.stderr_open || self.records_open {
             let left = deadline.saturating_duration_since(Instant::now());
