@@ -225,6 +225,37 @@ async fn a_notebook_session_runs_from_data_in_to_a_figure_out() {
         .is_empty());
 }
 
+/// The cache file name of `helpers.py` in `image`'s Python, and, in base64, a cache for
+/// it whose code prints `planted` and doubles to 0: made by that Python, so that its
+/// magic number is the one the import system accepts.
+fn planted_cache(image: &str) -> (String, String) {
+    let script = "import base64, importlib.util, marshal, sys\n\
+                  code = compile(\"print('planted')\\ndef double(x):\\n    return 0\\n\", '/sandbox/helpers.py', 'exec')\n\
+                  flags = (1).to_bytes(4, 'little')\n\
+                  data = importlib.util.MAGIC_NUMBER + flags + bytes(8) + marshal.dumps(code)\n\
+                  print(importlib.util.cache_from_source('helpers.py'))\n\
+                  print(base64.b64encode(data).decode())\n";
+    let output = std::process::Command::new("docker")
+        .args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            image,
+            "python3",
+            "-c",
+            script,
+        ])
+        .output()
+        .expect("docker runs");
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut lines = text.lines();
+    let path = lines.next().unwrap().to_string();
+    let data = lines.next().unwrap().to_string();
+    (path, data)
+}
+
 /// A `.py` or `.js` file handed in is a module of the program: checked with it (a
 /// finding names the file and its line), importable when it is what was checked,
 /// refused when the program changed it first.
@@ -248,6 +279,18 @@ async fn modules_handed_in_are_checked_and_importable() {
     .await;
     assert_eq!(structured(&imported)["stdout"], "42\n", "{imported}");
     assert_eq!(structured(&imported)["status"], "completed", "{imported}");
+
+    // A bytecode cache planted beside a module handed in (unchecked and hash-based, so
+    // Python would take it without looking at the source) is never read: the import
+    // compiles the source that was checked.
+    let (cache_path, cache) = planted_cache(&image.tag);
+    let planted = call(
+        &mut server,
+        json!({ "code": "import helpers\nprint(helpers.double(21))", "files": [helpers, { "path": cache_path, "content": cache, "encoding": "base64" }] }),
+    )
+    .await;
+    assert_eq!(structured(&planted)["stdout"], "42\n", "{planted}");
+    assert_eq!(structured(&planted)["status"], "completed", "{planted}");
 
     let bad = json!({ "path": "lib/tools.py", "content": "import os\nos.system('id')\n" });
     let denied = call(

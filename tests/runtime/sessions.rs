@@ -10,6 +10,7 @@ crate::common::harness::tests! {
     multi_thread(2) the_check_sees_what_earlier_calls_bound needs common::DOCKER;
     multi_thread(2) javascript_sessions_keep_imports_and_awaited_values needs common::DOCKER;
     multi_thread(2) a_javascript_session_behaves_like_the_repl needs common::DOCKER;
+    multi_thread(2) how_long_a_javascript_call_waits_is_the_policys needs common::DOCKER;
     multi_thread(2) a_timed_out_or_exited_session_ends_and_says_so needs common::DOCKER;
     multi_thread(2) an_out_of_memory_call_ends_its_session_and_says_so needs common::DOCKER;
     multi_thread(2) a_container_removed_from_outside_ends_its_session_and_says_so needs common::DOCKER;
@@ -279,6 +280,49 @@ async fn a_javascript_session_behaves_like_the_repl() {
     .await;
     assert_eq!(stdout(&stopped), "true\n", "{stopped}");
     assert_eq!(structured(&stopped)["stderr"], "", "{stopped}");
+    server.close().await;
+}
+
+/// `sessions.settle` sets how long a call waits for the work it started; the wait
+/// stops short of the call's own timeout, which would end the session.
+async fn how_long_a_javascript_call_waits_is_the_policys() {
+    let (_image, mut server) = server_with("session-settle", "sessions: { settle: 0s }\n").await;
+    let soon = javascript(
+        &mut server,
+        "s",
+        "setTimeout(() => console.log('late'), 300);\nconsole.log('now')",
+    )
+    .await;
+    assert_eq!(stdout(&soon), "now\n", "no wait under settle: 0s: {soon}");
+    assert!(
+        structured(&soon)["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("1 timer(s) or request(s) this call started still run in the background"),
+        "{soon}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let later = javascript(&mut server, "s", "console.log('next')").await;
+    assert!(stdout(&later).contains("late\n"), "{later}");
+    assert!(stdout(&later).ends_with("next\n"), "{later}");
+    server.close().await;
+
+    let (_image, mut server) =
+        server_with("session-settle-long", "sessions: { settle: 1h }\n").await;
+    let ticking = server
+        .client
+        .call_tool(
+            "run_javascript_code",
+            json!({ "code": "setInterval(() => {}, 50);\nconsole.log('started')", "session": "t", "timeout": 2 }),
+        )
+        .await;
+    assert_eq!(structured(&ticking)["timed_out"], false, "{ticking}");
+    assert_eq!(stdout(&ticking), "started\n", "{ticking}");
+    assert_eq!(
+        structured(&ticking)["session"]["ended"],
+        Value::Null,
+        "the wait stopped short of the timeout: {ticking}"
+    );
     server.close().await;
 }
 

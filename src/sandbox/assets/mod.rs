@@ -11,7 +11,8 @@
 //!   figures, sessions), and `python_hook.py`, the audit hook it installs first, which
 //!   explains early (rule and line) what the policy denies;
 //! - `node_guard.cjs`: Node's bootstrap and guard, beside Node's permission model and
-//!   `--disallow-code-generation-from-strings`.
+//!   `--disallow-code-generation-from-strings`, and `node_hooks.mjs`, the ES module
+//!   hooks it registers (string sources, written files, denied built-ins by `import`).
 //!
 //! What the layers report becomes findings in [`findings`].
 
@@ -30,18 +31,20 @@ const SUPERVISOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sandbox-supe
 const PYTHON_GUARD: &str = include_str!("python_guard.py");
 const PYTHON_HOOK: &str = include_str!("python_hook.py");
 const NODE_GUARD: &str = include_str!("node_guard.cjs");
+const NODE_HOOKS: &str = include_str!("node_hooks.mjs");
 
 /// The supervisor's file name in [`layout::ASSETS`].
 pub const SUPERVISOR_FILE: &str = "supervisor";
 
 /// The files installed into every box, by name under [`layout::ASSETS`], with
 /// their modes.
-pub fn files() -> [(&'static str, &'static [u8], u32); 4] {
+pub fn files() -> [(&'static str, &'static [u8], u32); 5] {
     [
         (SUPERVISOR_FILE, SUPERVISOR, 0o555),
         ("python_guard.py", PYTHON_GUARD.as_bytes(), 0o444),
         ("python_hook.py", PYTHON_HOOK.as_bytes(), 0o444),
         ("node_guard.cjs", NODE_GUARD.as_bytes(), 0o444),
+        ("node_hooks.mjs", NODE_HOOKS.as_bytes(), 0o444),
     ]
 }
 

@@ -10,10 +10,9 @@
 // - built-in modules a deny rule names (`vm`, `inspector`, `child_process`, …), by every
 //   route: `require`, `import`, `import()`, `process.getBuiltinModule`,
 //   `module.createRequire`, `Module._load`: each of their functions becomes a reporter;
-// - ES module sources that are strings or files the snippet wrote (`data:` and `blob:`
-//   URLs, modules under /sandbox or /tmp), through a module resolve hook;
-// - CommonJS files the snippet wrote and then `require`s, and `Module.prototype._compile`
-//   called by the snippet itself;
+// - ES module sources that are strings or files the snippet wrote, unless handed in
+//   as checked, through the module hooks of node_hooks.mjs; the same for CommonJS files
+//   (`require`), and `Module.prototype._compile` called by the snippet itself;
 // - `process.binding`, `process._linkedBinding`, `process.dlopen`, `process.execve` when a
 //   rule's references name them.
 // An uncaught permission-model or code-generation error is reported the same way.
@@ -72,8 +71,8 @@
   const realpathSync = fs.realpathSync;
   const pathResolve = require('path').resolve;
   // The way the modules handed in reach the ES module hooks' thread (see `takeModulesIn`).
-  const hooksChannel = typeof MessageChannel === 'function' ? new MessageChannel() : null;
-  const postToHooks = hooksChannel ? hooksChannel.port1.postMessage : null;
+  const hooksChannel = new MessageChannel();
+  const postToHooks = hooksChannel.port1.postMessage;
   // String methods, called through `apply`: the snippet may replace the prototype's.
   const uncurry = (method) => (self, a, b) => apply(method, self, [a, b]);
   const startsWith = uncurry(String.prototype.startsWith);
@@ -143,7 +142,7 @@
     }
     // The hooks' thread takes them before it resolves the program's first import: a
     // message posted is in the port's queue at once, and it reads that queue itself.
-    if (paths.length && postToHooks) apply(postToHooks, hooksChannel.port1, [{ ...news }]);
+    if (paths.length) apply(postToHooks, hooksChannel.port1, [{ ...news }]);
   };
   const sha256 = (text) => {
     const hash = createHash('sha256');
@@ -381,8 +380,8 @@
       configurable: false,
     });
 
-    // The ES module resolve hook refuses string sources and files the snippet wrote,
-    // and reports through a frozen global the refusing module calls back. (Denied
+    // The ES module hooks (node_hooks.mjs) refuse string sources and files the snippet
+    // wrote, and report through a frozen global the refusing module calls back. (Denied
     // built-ins need no hook: `import` hands out the same exports, already reporters.)
     const report = Symbol.for('code-sandbox-mcp.guard');
     defineProperty(globalThis, report, {
@@ -402,119 +401,12 @@
         deniedRules[builtinNames[i]] = { id: rule.id, message: rule.message };
       }
     }
-    const hooks = `
-      // Started before the program arrives, so the main module is the first one
-      // resolved with no parent (the snippet itself cannot start another: runMain is
-      // a reporter to it).
-      let mainUrl = null;
-      // The record is written here, on the hooks thread: a static import of a refused
-      // module fails to link before any module of the program could report it. The
-      // module put in its place ends the process when it runs (a dynamic import).
-      import { writeSync } from 'node:fs';
-      const rules = ${stringify({ code: codeRule, file: fileRule, builtins: deniedRules })};
-      const reported = new Set();
-      const refuse = (what, module, kind) => {
-        const rule = module ? rules.builtins[module] : kind === 'file' ? rules.file : rules.code;
-        // A static import is resolved more than once: one record for it.
-        if (!reported.has(what)) try {
-          reported.add(what);
-          writeSync(3, JSON.stringify({ rule: rule.id, message: rule.message, layer: 'node-guard',
-            attempted: String(what).slice(0, 200), line: null }) + '\\n');
-        } catch {}
-        return { shortCircuit: true, url: 'data:text/javascript,' + encodeURIComponent(refusing) };
-      };
-      // What a refused module is replaced with: it ends the process when it runs.
-      const refusing = 'globalThis[Symbol.for("code-sandbox-mcp.guard")]();';
-      // Judged after resolution: the URL as the WHATWG parser reads it (tabs and
-      // newlines in \`d\\tata:\` are gone), a file by its real path, a package's
-      // "imports" map by the built-in it names.
-      import { realpathSync } from 'node:fs';
-      import { fileURLToPath } from 'node:url';
-      import { receiveMessageOnPort } from 'node:worker_threads';
-      import { createHash } from 'node:crypto';
-      // Modules handed in with the program (real path -> SHA-256 of the source the
-      // static check read), posted by the main thread as each program arrives.
-      let port = null;
-      const modulesIn = new Map();
-      export function initialize(data) {
-        port = (data && data.port) || null;
-      }
-      const takeNews = () => {
-        for (let message = port && receiveMessageOnPort(port); message; message = receiveMessageOnPort(port)) {
-          for (const [path, digest] of Object.entries(message.message)) modulesIn.set(path, digest);
-        }
-      };
-      const handedIn = (path) => {
-        takeNews();
-        return modulesIn.get(path);
-      };
-      const writable = ${stringify(writable)};
-      const denied = ${stringify(deniedBuiltins)};
-      const isWritten = (path) => writable.some((dir) => path === dir || path.startsWith(dir + '/'));
-      const snippetUrl = (url) => {
-        if (typeof url !== 'string' || !url.startsWith('file:')) return url === undefined;
-        let path = fileURLToPath(url);
-        try { path = realpathSync(path); } catch {}
-        return url === mainUrl || isWritten(path);
-      };
-      export async function resolve(specifier, context, next) {
-        let early = null;
-        try { early = new URL(specifier).protocol; } catch {}
-        if (early === 'data:' || early === 'blob:') return refuse('import of ' + String(specifier).slice(0, 60));
-        const resolved = await next(specifier, context);
-        const url = resolved.url;
-        if (mainUrl === null && context.parentURL === undefined) {
-          mainUrl = url;
-          return resolved;
-        }
-        let protocol = null;
-        try { protocol = new URL(url).protocol; } catch {}
-        if (protocol === 'data:' || protocol === 'blob:') return refuse('import of ' + url.slice(0, 60));
-        if (protocol === 'node:' || !url.includes(':')) {
-          const name = url.startsWith('node:') ? url.slice(5) : url;
-          if (denied.includes(name) || denied.includes(name.split('/')[0])) {
-            const key = denied.includes(name) ? name : name.split('/')[0];
-            if (snippetUrl(context.parentURL)) return refuse('import of ' + url + ' (from ' + specifier + ')', key);
-          }
-          return resolved;
-        }
-        return resolved;
-      }
-      // A file the program could have written is judged by what the loader read from
-      // it for compiling: JSON is data; an ES module (or WebAssembly) runs only when it
-      // was handed in with the program and its bytes are the ones the static check
-      // read (the digest the server sent); a CommonJS one comes without source here,
-      // and the CommonJS loader's \`_compile\` makes the same comparison.
-      export async function load(url, context, next) {
-        const loaded = await next(url, context);
-        if (typeof url !== 'string' || !url.startsWith('file:') || url === mainUrl) return loaded;
-        let path = fileURLToPath(url);
-        try { path = realpathSync(path); } catch {}
-        if (!isWritten(path) || loaded.format === 'json' || loaded.source === null || loaded.source === undefined) {
-          return loaded;
-        }
-        const expected = handedIn(path);
-        const source = loaded.source;
-        const digest = createHash('sha256').update(typeof source === 'string' ? source : new Uint8Array(source.buffer || source, source.byteOffset || 0, source.byteLength)).digest('hex');
-        if (expected === undefined || digest !== expected) {
-          const what = expected === undefined ? 'import of a file written at run time: ' : 'import of a module handed in, changed since it was checked: ';
-          refuse(what + path, null, 'file');
-          return { format: 'module', source: refusing, shortCircuit: true };
-        }
-        return loaded;
-      }
-    `;
     if (settings.module_hooks && typeof Module.register === 'function') {
-      if (hooksChannel) {
-        // The main thread's end only posts: it keeps nothing alive.
-        hooksChannel.port1.unref();
-        Module.register('data:text/javascript,' + encodeURIComponent(hooks), {
-          data: { port: hooksChannel.port2 },
-          transferList: [hooksChannel.port2],
-        });
-      } else {
-        Module.register('data:text/javascript,' + encodeURIComponent(hooks));
-      }
+      const rulesOf = { code: codeRule, file: fileRule, builtins: deniedRules };
+      const data = { rules: rulesOf, writable, denied: deniedBuiltins, port: hooksChannel.port2 };
+      // The main thread's end only posts: it keeps nothing alive.
+      hooksChannel.port1.unref();
+      Module.register('file://' + __dirname + '/node_hooks.mjs', { data, transferList: [data.port] });
     }
     const noMoreHooks = reporter(codeRule, 'module.register');
     for (const name of ['register', 'registerHooks']) {
@@ -753,6 +645,18 @@
     } catch (error) {
       writeSync(2, `code-sandbox-mcp: pool.preload: cannot load ${name} (${error && error.message})\n`);
     }
+  }
+  // stdout and stderr are made now, and the console's code run once into a sink, while
+  // the box waits: Node does both on first use, which cost the program's first
+  // `console.log` about 2.5 ms.
+  void process.stdout;
+  void process.stderr;
+  {
+    const { Writable } = require('stream');
+    const sink = new Writable({ write: (chunk, encoding, done) => done() });
+    const warm = new (require('console').Console)({ stdout: sink, stderr: sink });
+    warm.log(1, 'a', { a: [1] });
+    warm.error(new NativeError('warm-up'));
   }
   const applyEnv = (env) => {
     for (const key of ownNames(env || {})) process.env[key] = env[key];

@@ -49,7 +49,6 @@ def install(settings, guard_file, library_roots):
     getframe = sys._getframe
     realpath = os.path.realpath
     normpath = os.path.normpath
-    lexists = os.path.lexists
     get_ident = _thread.get_ident
     main_thread = get_ident()
     stdout = sys.stdout
@@ -552,10 +551,13 @@ def install(settings, guard_file, library_roots):
                 if path.endswith((".py", ".pyc", ".pth", ".zip", ".pyw", ".so")) and importing(frame):
                     if normpath(path) in state["modules_in"]:
                         return  # handed in and checked: judged by its source when compiled
-                    # The import system looks for a handed-in module's cache first; with
-                    # `-B` none is ever written, so only a missing one is let be looked for.
-                    if path.endswith(".pyc") and cached_module(path) in state["modules_in"] and not lexists(path):
-                        return
+                    # The import system looks for a handed-in module's cache first. With
+                    # `-B` none is ever written, so one there was planted: it is never
+                    # read (the import system takes an OSError here for "no cache" and
+                    # compiles the source, whose digest is then compared). Checking
+                    # whether it exists would leave a thread time to plant it after.
+                    if path.endswith(".pyc") and cached_module(path) in state["modules_in"]:
+                        raise FileNotFoundError(2, "code-sandbox-mcp: the bytecode cache of a module handed in is not read", path)
                     block(file_rule, "import of a file written at run time", (path,), frame)
             return
         if event == "import":
