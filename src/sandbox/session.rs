@@ -245,10 +245,19 @@ impl Sessions {
 /// for the work it started to settle; the guard takes it out of the environment.
 const SETTLE_VARIABLE: &str = "CODE_SANDBOX_SETTLE";
 
-/// `<settle ms>/<timeout ms>`: the guard waits at most the policy's `sessions.settle`,
-/// and stops short of the call's own timeout, which would end the session.
+/// How long before the call's time limit its wait ends: room for the result's way back.
+const SETTLE_MARGIN: Duration = Duration::from_millis(250);
+
+/// `<settle ms>/<deadline>`: the guard waits at most the policy's `sessions.settle`,
+/// and not past the deadline (milliseconds since the Unix epoch: the box shares the
+/// host's clock), which stops short of the call's own timeout, counted from now, as
+/// the server counts it. Reaching the timeout would end the session.
 fn settle_value(settle: Duration, timeout: Duration) -> String {
-    format!("{}/{}", settle.as_millis(), timeout.as_millis())
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let deadline = now + timeout.saturating_sub(SETTLE_MARGIN);
+    format!("{}/{}", settle.as_millis(), deadline.as_millis())
 }
 
 /// How a session's calls run, and how sessions end.

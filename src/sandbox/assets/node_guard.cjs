@@ -646,11 +646,9 @@
       writeSync(2, `code-sandbox-mcp: pool.preload: cannot load ${name} (${error && error.message})\n`);
     }
   }
-  // stdout and stderr are made now, and the console's code run once into a sink, while
-  // the box waits: Node does both on first use, which cost the program's first
-  // `console.log` about 2.5 ms.
-  void process.stdout;
-  void process.stderr;
+  // stdout, stderr and the console's code (run once into a sink) are made ready while
+  // the box waits: done on first use, they cost the first `console.log` about 2.5 ms.
+  void [process.stdout, process.stderr];
   {
     const { Writable } = require('stream');
     const sink = new Writable({ write: (chunk, encoding, done) => done() });
@@ -702,7 +700,9 @@
               // already closed
             }
           }
-          reallyExit(code === undefined || code === null ? Number(arguments[1]) || 0 : Number(code) || 0);
+          // Primitives only: converting an object of the snippet's would call its code.
+          const given = typeof code === 'number' || typeof code === 'string' ? code : arguments[1];
+          reallyExit(typeof given === 'number' || typeof given === 'string' ? Number(given) || 0 : 0);
         }
       }
       return result;
@@ -720,8 +720,8 @@
     const now = Date.now;
     // How long a call waits for the work it scheduled (timers, I/O, promises) to settle
     // before it is done; what still runs then is said, and its output comes later. The
-    // server says it with each call (the policy's `sessions.settle`, and the call's
-    // timeout, which the wait stops short of: reaching it would end the session).
+    // server says it with each call: the policy's `sessions.settle`, and a deadline (ms
+    // since the epoch) short of the call's timeout, which would end the session.
     const settleFor = (env) => {
       const value = env && typeof env.CODE_SANDBOX_SETTLE === 'string' ? env.CODE_SANDBOX_SETTLE : '';
       if (env) delete env.CODE_SANDBOX_SETTLE;
@@ -730,7 +730,7 @@
       const limit = Number(parts[1]);
       return {
         wait: parts[0] !== '' && wait >= 0 ? wait : 1000,
-        limit: limit > 0 ? limit : Infinity,
+        deadline: limit > 0 ? limit : Infinity,
       };
     };
     const uncaught = (error) => {
@@ -742,9 +742,8 @@
     // Timers, sockets, requests under way: compared with their number when the call
     // began, so the session's own (its stdio) and earlier calls' are not waited for.
     const busy = () => apply(getActive, process, []).length;
-    const settle = async (before, started, bounds) => {
-      // A margin for the result's way back before the call's time is up.
-      const until = Math.min(now() + bounds.wait, started + bounds.limit - 250);
+    const settle = async (before, bounds) => {
+      const until = Math.min(now() + bounds.wait, bounds.deadline);
       let left = busy();
       while (left > before && now() < until) {
         await new Promise((resolve) => setTimeout(resolve, 5));
@@ -767,7 +766,6 @@
     let envSet = false;
     const serve = async (status) => {
       const { header, code } = nextProgram(status);
-      const started = now();
       const bounds = settleFor(header.env);
       takeModulesIn(header.env);
       if (!envSet) {
@@ -789,7 +787,7 @@
       // What the call scheduled to run at once (promise callbacks, immediates) runs
       // before the call is done, and what it scheduled for later for a short while.
       await new Promise((resolve) => setImmediate(resolve));
-      const running = await settle(before, started, bounds);
+      const running = await settle(before, bounds);
       if (running > 0) {
         writeSync(2, `code-sandbox-mcp: ${running} timer(s) or request(s) this call started still run in the background; what they print comes with a later call\n`);
       }

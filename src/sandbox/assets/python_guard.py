@@ -157,9 +157,16 @@ def _main(print_exception):
     # Registered before the snippet's own exit handlers, so it runs after all of them.
     import atexit
     atexit.register(figures.save)
+    end = None
     try:
         code = _run(source, main_path, namespace, print_exception)
-    except SystemExit as end:
+    except SystemExit as error:
+        end = error
+    # From here on this file's frames call the program's own objects (its `SystemExit`
+    # code's `__str__`, its exit handlers, weakref callbacks, `__del__`): the hook
+    # judges what they ask as the program's.
+    sys.audit("code-sandbox-mcp.exiting")
+    if end is not None:
         code = _exit_code(end)
     _finish(code, namespace)
 

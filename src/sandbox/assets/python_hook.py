@@ -228,7 +228,9 @@ def install(settings, guard_file, library_roots):
     # ---- who asks ---------------------------------------------------------------------
     # `modules_in`: the modules handed in with the program, by path, with the SHA-256
     # of the source the static check read: importing one is importing checked code.
-    state = {"program": None, "code": None, "modules_in": {}}
+    # `exiting`: the bootstrap runs the program's exit handlers and finalizers (from
+    # its own frame, which then vouches for nothing).
+    state = {"program": None, "code": None, "modules_in": {}, "exiting": False}
     snippet_threads = []  # thread handles the snippet started
     raw_threads = [False]  # a thread started without threading, by the snippet
 
@@ -313,13 +315,18 @@ def install(settings, guard_file, library_roots):
             frame = frame.f_back
         return False
 
+    def at_exit(asker):
+        """The bootstrap's frame while it runs the program's exit handlers: a builtin
+        the program handed to `atexit` (or a weakref callback) is called from it."""
+        return state["exiting"] and asker is not None and asker.f_code.co_filename == guard_file
+
     def by_snippet(frame, names, plumbing=()):
         """Whether the request made at `frame` is the snippet's: its own code asked, or
         a library relayed it (named none of `names`), or nothing Python asked."""
         if state["program"] is None:
             return False  # the bootstrap, before any program
         asker = first_asker(frame, plumbing)
-        if asker is None:
+        if asker is None or at_exit(asker):
             return True
         if not is_library(asker.f_code):
             return True
@@ -504,6 +511,10 @@ def install(settings, guard_file, library_roots):
                             if type(pair[0]) is str_type and type(pair[1]) is str_type:
                                 state["modules_in"][pair[0]] = pair[1]
             return
+        if event == "code-sandbox-mcp.exiting":
+            if frame is not None and frame.f_code.co_filename == guard_file:
+                state["exiting"] = True
+            return
         if event == "code-sandbox-mcp.program":
             # The bootstrap names the program it runs (its file, then its code).
             if frame is not None and frame.f_code.co_filename == guard_file and len(args) == 2:
@@ -596,7 +607,7 @@ def install(settings, guard_file, library_roots):
             if state["program"] is None:
                 return
             asker = first_asker(frame)
-            if asker is None or not is_library(asker.f_code):
+            if asker is None or at_exit(asker) or not is_library(asker.f_code):
                 block(dynamic_rule, event, (source,), frame)
             if asker.f_code.co_filename == guard_file or in_library_import(asker):
                 return  # the bootstrap's own, or a library's while it is imported
@@ -653,7 +664,7 @@ def install(settings, guard_file, library_roots):
         if state["program"] is None:
             return False
         asker = first_asker(frame)
-        if asker is None or not is_library(asker.f_code):
+        if asker is None or at_exit(asker) or not is_library(asker.f_code):
             return True
         return not (in_library_import(asker) or imports_here(asker))
 
