@@ -18,6 +18,7 @@ crate::common::harness::tests! {
     multi_thread(2) only_the_main_thread_takes_the_next_call needs common::DOCKER;
     multi_thread(2) a_program_that_kills_itself_is_reported_as_killed needs common::DOCKER;
     multi_thread(2) a_flood_of_refusals_is_counted_not_kept needs common::DOCKER;
+    multi_thread(2) a_childs_exit_is_not_the_runs needs common::DOCKER;
 }
 
 /// Bytes that would have ended a run before the supervisor (an end line) or that look
@@ -196,4 +197,30 @@ async fn a_flood_of_refusals_is_counted_not_kept() {
         "{last:?}"
     );
     assert_eq!(last.layer, Layer::Kernel);
+}
+
+/// The run's status is the interpreter's own `exit_group`, not a process's it started:
+/// here the child exits 0 first, and the program closes its pipes long before it exits
+/// with 3 (the supervisor reports an exit once the pipes are closed).
+async fn a_childs_exit_is_not_the_runs() {
+    let sandbox = Sandbox::new(common::test_policy(|p| {
+        p.pool.size = 0;
+        p.rules.retain(|rule| rule.id != "process-exec");
+    }));
+    let code = "import os, subprocess, time\n\
+        subprocess.run(['true'], check=True)\n\
+        print('child done', flush=True)\n\
+        for fd in (1, 2, 3):\n    os.close(fd)\n\
+        time.sleep(0.5)\n\
+        os._exit(3)\n";
+    let outcome = sandbox
+        .run(
+            common::request(Language::Python, code),
+            CancellationToken::new(),
+        )
+        .await
+        .expect("the run happens");
+    sandbox.shutdown().await;
+    assert_eq!(outcome.stdout, "child done\n", "{outcome:?}");
+    assert_eq!(outcome.exit_code, 3, "{outcome:?}");
 }

@@ -162,6 +162,9 @@ def _main(print_exception):
         code = _run(source, main_path, namespace, print_exception)
     except SystemExit as error:
         end = error
+    # The figures still open, saved now: matplotlib's own exit handler, registered
+    # after this one, closes them all first.
+    figures.save()
     # From here on this file's frames call the program's own objects (its `SystemExit`
     # code's `__str__`, its exit handlers, weakref callbacks, `__del__`): the hook
     # judges what they ask as the program's.

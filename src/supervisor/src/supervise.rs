@@ -395,8 +395,13 @@ impl Supervisor {
         if nr == sys::EXIT_GROUP {
             // The status is the call's argument, as the kernel copied it: the exit
             // status `wait4` will give (`exit_group` cannot fail, and its code is fixed
-            // once it proceeds). No thread runs the program's code after it.
-            self.exiting = Some((call.data.args[0] & 0xff) as i32);
+            // once it proceeds). No thread runs the program's code after it. Only the
+            // interpreter's main thread counts: a process it started (where the policy
+            // allows them) exits with its own status, and another thread's exit is
+            // left to `wait4`.
+            if call.pid == self.child.pid {
+                self.exiting = Some((call.data.args[0] & 0xff) as i32);
+            }
             if let Some(listener) = self.listener() {
                 let _ = listener.proceed(call.id);
             }
