@@ -8,7 +8,7 @@ use crate::common;
 use crate::common::mcp_client::{structured, InProcess, TestImage};
 use code_sandbox_mcp::analysis::Language;
 use code_sandbox_mcp::policy::Layer;
-use code_sandbox_mcp::sandbox::Sandbox;
+use code_sandbox_mcp::sandbox::{RunOutcome, Sandbox};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +19,19 @@ crate::common::harness::tests! {
     multi_thread(2) a_program_that_kills_itself_is_reported_as_killed needs common::DOCKER;
     multi_thread(2) a_flood_of_refusals_is_counted_not_kept needs common::DOCKER;
     multi_thread(2) a_childs_exit_is_not_the_runs needs common::DOCKER;
+}
+
+/// Runs the Python `code` once in `sandbox`, then shuts the sandbox down.
+async fn run_once(sandbox: Sandbox, code: &str) -> RunOutcome {
+    let outcome = sandbox
+        .run(
+            common::request(Language::Python, code),
+            CancellationToken::new(),
+        )
+        .await
+        .expect("the run happens");
+    sandbox.shutdown().await;
+    outcome
 }
 
 /// Bytes that would have ended a run before the supervisor (an end line) or that look
@@ -32,14 +45,7 @@ async fn printed_frames_and_end_lines_are_only_output() {
         sys.stderr.write('\\x1edone 0\\n')\n\
         sys.stdout.write('still running\\n')\n\
         sys.exit(7)\n";
-    let outcome = sandbox
-        .run(
-            common::request(Language::Python, code),
-            CancellationToken::new(),
-        )
-        .await
-        .expect("the run happens");
-    sandbox.shutdown().await;
+    let outcome = run_once(sandbox, code).await;
     assert_eq!(outcome.exit_code, 7, "{outcome:?}");
     assert!(outcome.stdout.contains("still running"), "{outcome:?}");
     assert!(
@@ -149,14 +155,7 @@ async fn only_the_main_thread_takes_the_next_call() {
 async fn a_program_that_kills_itself_is_reported_as_killed() {
     let sandbox = Sandbox::new(common::test_policy(|p| p.pool.size = 0));
     let code = "import os, sys\nprint('before', flush=True)\nos.kill(os.getpid(), 9)\n";
-    let outcome = sandbox
-        .run(
-            common::request(Language::Python, code),
-            CancellationToken::new(),
-        )
-        .await
-        .expect("the run happens");
-    sandbox.shutdown().await;
+    let outcome = run_once(sandbox, code).await;
     assert_eq!(outcome.stdout, "before\n", "{outcome:?}");
     assert_eq!(outcome.exit_code, 137, "{outcome:?}");
     assert!(!outcome.oom_killed, "{outcome:?}");
@@ -175,14 +174,7 @@ async fn a_flood_of_refusals_is_counted_not_kept() {
         }
     }));
     let code = "import os\nrefused = 0\nfor _ in range(5000):\n    try:\n        os.fork()\n    except OSError:\n        refused += 1\nprint(refused)\n";
-    let outcome = sandbox
-        .run(
-            common::request(Language::Python, code),
-            CancellationToken::new(),
-        )
-        .await
-        .expect("the run happens");
-    sandbox.shutdown().await;
+    let outcome = run_once(sandbox, code).await;
     assert_eq!(outcome.stdout, "5000\n", "{outcome:?}");
     let limit = code_sandbox_mcp::sandbox::MAX_REPORTS;
     assert_eq!(
@@ -213,14 +205,7 @@ async fn a_childs_exit_is_not_the_runs() {
         for fd in (1, 2, 3):\n    os.close(fd)\n\
         time.sleep(0.5)\n\
         os._exit(3)\n";
-    let outcome = sandbox
-        .run(
-            common::request(Language::Python, code),
-            CancellationToken::new(),
-        )
-        .await
-        .expect("the run happens");
-    sandbox.shutdown().await;
+    let outcome = run_once(sandbox, code).await;
     assert_eq!(outcome.stdout, "child done\n", "{outcome:?}");
     assert_eq!(outcome.exit_code, 3, "{outcome:?}");
 }
