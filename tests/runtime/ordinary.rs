@@ -138,6 +138,13 @@ async fn call(server: &mut InProcess, arguments: Value) -> Value {
     server.client.call_tool("run_python_code", arguments).await
 }
 
+async fn call_javascript(server: &mut InProcess, arguments: Value) -> Value {
+    server
+        .client
+        .call_tool("run_javascript_code", arguments)
+        .await
+}
+
 /// A notebook, cell after cell in one session on the library image: data handed in,
 /// the idioms the default policy once refused (introspection, computed attributes, a
 /// pickle of its own data, timeit, saving a script), an error that leaves the session
@@ -329,33 +336,19 @@ async fn modules_handed_in_are_checked_and_importable() {
 
     // JavaScript: a module handed in is required by its path, checked the same way.
     let lib = json!({ "path": "lib/helpers.js", "content": "exports.double = (x) => 2 * x;\n" });
-    let required = server
-        .client
-        .call_tool(
-            "run_javascript_code",
-            json!({ "code": "const h = require('./lib/helpers.js');\nconst again = require('./lib/helpers');\nconsole.log(h.double(21), again === h)", "files": [lib] }),
-        )
-        .await;
+    let required = call_javascript(&mut server, json!({ "code": "const h = require('./lib/helpers.js');\nconst again = require('./lib/helpers');\nconsole.log(h.double(21), again === h)", "files": [lib] })).await;
     assert_eq!(structured(&required)["stdout"], "42 true\n", "{required}");
     let bad = json!({ "path": "lib/run.js", "content": "// runs\nrequire('child_process').execSync('id');\n" });
-    let denied = server
-        .client
-        .call_tool(
-            "run_javascript_code",
-            json!({ "code": "require('./lib/run.js');", "files": [bad] }),
-        )
-        .await;
+    let denied = call_javascript(
+        &mut server,
+        json!({ "code": "require('./lib/run.js');", "files": [bad] }),
+    )
+    .await;
     assert_eq!(structured(&denied)["status"], "denied", "{denied}");
     let finding = &structured(&denied)["findings"][0];
     assert_eq!(finding["file"], "lib/run.js", "{denied}");
     assert_eq!(finding["line"], 2, "{denied}");
-    let changed = server
-        .client
-        .call_tool(
-            "run_javascript_code",
-            json!({ "code": "require('fs').writeFileSync('lib/helpers.js', 'console.log(\"changed\")');\nrequire('./lib/helpers.js');", "files": [lib] }),
-        )
-        .await;
+    let changed = call_javascript(&mut server, json!({ "code": "require('fs').writeFileSync('lib/helpers.js', 'console.log(\"changed\")');\nrequire('./lib/helpers.js');", "files": [lib] })).await;
     assert_eq!(structured(&changed)["status"], "blocked", "{changed}");
     assert_eq!(structured(&changed)["stdout"], "", "{changed}");
     assert!(
@@ -366,22 +359,10 @@ async fn modules_handed_in_are_checked_and_importable() {
     // JSON handed in is data; one the program changed first is refused as it loads.
     let esm = json!({ "path": "lib/h.mjs", "content": "export const double = (x) => 2 * x;\n" });
     let config = json!({ "path": "config.json", "content": "{\"factor\": 5}" });
-    let imported = server
-        .client
-        .call_tool(
-            "run_javascript_code",
-            json!({ "code": "import { double } from './lib/h.mjs';\nimport config from './config.json' with { type: 'json' };\nimport h from './lib/helpers.js';\nconst again = await import('./lib/h.mjs');\nconsole.log(double(21), config.factor, h.double(1), again.double(2));", "files": [esm, config, lib] }),
-        )
-        .await;
+    let imported = call_javascript(&mut server, json!({ "code": "import { double } from './lib/h.mjs';\nimport config from './config.json' with { type: 'json' };\nimport h from './lib/helpers.js';\nconst again = await import('./lib/h.mjs');\nconsole.log(double(21), config.factor, h.double(1), again.double(2));", "files": [esm, config, lib] })).await;
     assert_eq!(structured(&imported)["stdout"], "42 5 2 4\n", "{imported}");
     assert_eq!(structured(&imported)["status"], "completed", "{imported}");
-    let changed = server
-        .client
-        .call_tool(
-            "run_javascript_code",
-            json!({ "code": "import { writeFileSync } from 'node:fs';\nwriteFileSync('lib/h.mjs', 'console.log(\"changed\"); export const double = 0;');\nconst m = await import('./lib/h.mjs');\nconsole.log(m.double);", "files": [esm] }),
-        )
-        .await;
+    let changed = call_javascript(&mut server, json!({ "code": "import { writeFileSync } from 'node:fs';\nwriteFileSync('lib/h.mjs', 'console.log(\"changed\"); export const double = 0;');\nconst m = await import('./lib/h.mjs');\nconsole.log(m.double);", "files": [esm] })).await;
     assert_eq!(structured(&changed)["status"], "blocked", "{changed}");
     assert_eq!(structured(&changed)["stdout"], "", "{changed}");
     assert!(
@@ -397,13 +378,11 @@ async fn modules_handed_in_are_checked_and_importable() {
             "8\n",
         ),
     ] {
-        let result = server
-            .client
-            .call_tool(
-                "run_javascript_code",
-                json!({ "code": code, "files": files, "session": "js" }),
-            )
-            .await;
+        let result = call_javascript(
+            &mut server,
+            json!({ "code": code, "files": files, "session": "js" }),
+        )
+        .await;
         assert_eq!(structured(&result)["stdout"], expected, "{result}");
     }
     server.close().await;
