@@ -382,7 +382,6 @@ def _finish(code, namespace):
         except BaseException:
             pass
     atexit._run_exitfuncs()
-    exit_now = os._exit
     flushed = True
     # As Python clears a module at shutdown: names with one leading underscore first,
     # then the others, `__builtins__` kept, so a `__del__` still finds the builtins.
@@ -409,7 +408,7 @@ def _finish(code, namespace):
             os.close(fd)
         except OSError:
             pass
-    exit_now(code & 0xFF if isinstance(code, int) else 1)
+    os._exit(code & 0xFF if isinstance(code, int) else 1)
 
 
 def _serve_session(channel, namespace, print_exception, figures):
